@@ -1,0 +1,12 @@
+{
+  "targets": [
+    {
+      "target_name": "waitprep",
+      "sources": ["native/src/addon.cc", "native/src/core.c"],
+      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "native/include"],
+      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
+      "cflags_cc": ["-std=c++17", "-fno-exceptions"],
+      "cflags_c": ["-std=c11"]
+    }
+  ]
+}

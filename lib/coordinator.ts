@@ -1,0 +1,535 @@
+import { randomBytes } from 'node:crypto';
+import { WaitprepError, invalidArgument } from './errors.js';
+import { isArtifactKey, type ArtifactKey } from './key.js';
+import { currentThreadId } from './internal/thread.js';
+import {
+  checkConsumer,
+  grantRequired,
+  isObject,
+  nonNegativeInteger,
+  normalizeTarget,
+} from './internal/validate.js';
+import type {
+  ArtifactBackend,
+  Consumer,
+  CoordinatorStats,
+  Lease,
+  Miss,
+  Outcome,
+  ReadinessRequest,
+  ResourceGrant,
+  WaitAdmission,
+  WaitOptions,
+  WakeResult,
+  WorkTicket,
+} from './types.js';
+
+export interface WaitCoordinatorOptions {
+  /** Where wakes pin ready artifacts. */
+  backend: ArtifactBackend;
+  /** Most units waiting in the FIFO (inclusive). Default 1024. */
+  maxQueued?: number;
+  /** Most consumers waiting at once (inclusive). Default 65536. */
+  maxWaiting?: number;
+  /** Most terminal (completed/failed) entries remembered; oldest go first; 0 keeps none. Default 4096. */
+  historyLimit?: number;
+  /** Clock in milliseconds for `WorkTicket.issuedAt`. Default `performance.now`. */
+  now?: () => number;
+}
+
+/** A unit as the coordinator issued it: the public ticket plus its abort controller. */
+export interface IssuedWorkTicket extends WorkTicket {
+  /** `now()` when `beginNext` issued it. */
+  readonly issuedAt: number;
+}
+
+const IDLE = 0;
+const QUEUED = 1;
+const IN_FLIGHT = 2;
+type DemandState = typeof IDLE | typeof QUEUED | typeof IN_FLIGHT;
+
+/**
+ * Everything waiting on one dedup identity (key, readiness, device target).
+ * It exists while a consumer waits on it, while it is queued or in flight, or
+ * while terminal history remembers it, and is dropped as soon as none holds.
+ * Queued demands form an intrusive doubly linked FIFO so that a unit whose
+ * last consumer leaves is unlinked in O(1).
+ */
+interface Demand {
+  readonly id: string;
+  readonly key: ArtifactKey;
+  readonly want: ReadinessRequest;
+  waiting: number;
+  state: DemandState;
+  outcome: 'completed' | 'failed' | null;
+  prev: Demand | null;
+  next: Demand | null;
+  work: IssuedWorkTicket | null;
+  controller: AbortController | null;
+}
+
+/** One admitted wait: a consumer bound to a demand under a ticket. */
+interface Wait {
+  readonly ticket: string;
+  readonly slot: string;
+  readonly consumer: Consumer;
+  readonly demand: Demand;
+}
+
+const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
+
+function rejected(reason: string): WaitAdmission {
+  return Object.freeze({ status: 'rejected', reason });
+}
+function overloaded(reason: string): WaitAdmission {
+  return Object.freeze({ status: 'overloaded', reason });
+}
+function miss(reason: string): Miss {
+  return Object.freeze({ kind: 'miss', reason });
+}
+const REJECT_SHUTDOWN = rejected('shutdown');
+const REJECT_STALE_GENERATION = rejected('stale-generation');
+const REJECT_PERSISTED = rejected('persisted-not-ready');
+const REJECT_READINESS = rejected('unsupported-readiness');
+const REJECT_MISSING_TARGET = rejected('missing-target');
+const REJECT_INVALID_TARGET = rejected('invalid-target');
+const OVERLOAD_QUEUE = overloaded('queue-full');
+const OVERLOAD_WAITING = overloaded('too-many-waiting');
+const MISS_STALE = miss('stale-ticket');
+const MISS_BACKEND_ERROR = miss('backend-error');
+const MISS_IDENTITY = miss('identity-mismatch');
+const MISS_READINESS = miss('readiness-mismatch');
+
+/**
+ * The wait-queue coordinator: admits demand when an agent starts waiting,
+ * deduplicates compatible demand in one bounded FIFO with at most one unit in
+ * flight, issues that unit only against an explicit resource grant, and at
+ * wakeup pins a ready artifact through the backend or returns a miss.
+ *
+ * One event loop owns it: calls from another thread throw `ERR_WRONG_THREAD`,
+ * mutating calls made from inside a backend call throw `ERR_REENTRANT`. Every
+ * operation is O(1) in the number of waiting consumers.
+ */
+export class WaitCoordinator {
+  readonly #backend: ArtifactBackend;
+  readonly #maxQueued: number;
+  readonly #maxWaiting: number;
+  readonly #historyLimit: number;
+  readonly #now: () => number;
+  readonly #thread: number;
+  /** Random per instance, so no other coordinator accepts these tickets. */
+  readonly #prefix: string;
+  #nextTicket = 0;
+  #nextWork = 0;
+
+  readonly #byTicket = new Map<string, Wait>();
+  readonly #byConsumer = new Map<string, Wait>();
+  readonly #demands = new Map<string, Demand>();
+  /** Device demand ids per key hex, so `forget(key)` finds them without a scan. */
+  readonly #deviceIds = new Map<string, Set<string>>();
+  /** Terminal entries, oldest first (Map keeps insertion order). */
+  readonly #history = new Map<string, Demand>();
+  #head: Demand | null = null;
+  #tail: Demand | null = null;
+  #queued = 0;
+  #inFlight: Demand | null = null;
+  #closed = false;
+  #inBackend = false;
+  /** An abort to fire once the current call has left the state consistent. */
+  #pendingAbort: AbortController | null = null;
+
+  #waits = 0;
+  #joins = 0;
+  #issued = 0;
+  #completed = 0;
+  #failed = 0;
+  #wasted = 0;
+  #wakes = 0;
+  #hits = 0;
+  readonly #misses = new Map<string, number>();
+  #cancels = 0;
+  #staleEvents = 0;
+  #overloads = 0;
+  #rejected = 0;
+
+  constructor(options: WaitCoordinatorOptions) {
+    if (!isObject(options)) throw invalidArgument('options', 'an object { backend, maxQueued, maxWaiting, historyLimit }', options);
+    const { backend } = options;
+    if (!isObject(backend) || typeof backend.tryPinReady !== 'function') {
+      throw invalidArgument('options.backend', 'an ArtifactBackend with a tryPinReady(key, consumer, want) method', backend);
+    }
+    this.#backend = backend;
+    this.#maxQueued = nonNegativeInteger('options.maxQueued', options.maxQueued ?? 1024);
+    this.#maxWaiting = nonNegativeInteger('options.maxWaiting', options.maxWaiting ?? 65536);
+    this.#historyLimit = nonNegativeInteger('options.historyLimit', options.historyLimit ?? 4096);
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw invalidArgument('options.now', 'a function returning milliseconds', options.now);
+    }
+    this.#now = options.now ?? (() => performance.now());
+    this.#thread = currentThreadId();
+    this.#prefix = `wp${randomBytes(8).toString('hex')}.`;
+  }
+
+  /**
+   * An agent started waiting: admit its demand for `key`. One demand per
+   * (engine, request): a second call replaces the first, whose ticket goes
+   * stale. Returns the admission; `ticket` is set for every admitted wait.
+   */
+  onWait(consumer: Consumer, key: ArtifactKey, opts?: WaitOptions): WaitAdmission {
+    this.#enter();
+    const c = checkConsumer(consumer);
+    if (!isArtifactKey(key)) {
+      throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
+    }
+    if (opts !== undefined && !isObject(opts)) throw invalidArgument('opts', 'an object { readiness?, target? }', opts);
+    this.#waits++;
+    if (this.#closed) return this.#reject(REJECT_SHUTDOWN);
+
+    let want: ReadinessRequest = HOST;
+    let id = key.hex;
+    const readiness = opts?.readiness ?? 'host';
+    if (readiness === 'device') {
+      if (opts?.target === undefined) return this.#reject(REJECT_MISSING_TARGET);
+      const target = normalizeTarget(opts.target);
+      if (target === null) return this.#reject(REJECT_INVALID_TARGET);
+      want = Object.freeze({ readiness: 'device', target });
+      id = `${key.hex}/${target.device}/${target.arena}/${target.arenaGeneration}`;
+    } else if (readiness === 'persisted') {
+      return this.#reject(REJECT_PERSISTED);
+    } else if (readiness !== 'host') {
+      return this.#reject(REJECT_READINESS);
+    } else if (opts?.target !== undefined) {
+      return this.#reject(REJECT_INVALID_TARGET);
+    }
+
+    const slot = `${c.engine}\u0000${c.request}`;
+    const old = this.#byConsumer.get(slot);
+    if (old !== undefined && c.generation < old.consumer.generation) return this.#reject(REJECT_STALE_GENERATION);
+
+    // Decide first, against the bounds as they would stand after the swap;
+    // change nothing unless the wait is admitted.
+    const existing = this.#demands.get(id);
+    let status: WaitAdmission['status'];
+    if (existing?.state === QUEUED) status = 'joined';
+    else if (existing?.state === IN_FLIGHT) status = 'in-flight';
+    else if (existing?.outcome) status = existing.outcome;
+    else status = 'queued';
+
+    if (old === undefined && this.#byTicket.size + 1 > this.#maxWaiting) return this.#overload(OVERLOAD_WAITING);
+    if (status === 'queued') {
+      const freed = old !== undefined && old.demand.state === QUEUED && old.demand.waiting === 1 ? 1 : 0;
+      if (this.#queued + 1 - freed > this.#maxQueued) return this.#overload(OVERLOAD_QUEUE);
+    }
+
+    const demand = existing ?? this.#createDemand(id, key, want);
+    if (status === 'queued') this.#enqueue(demand);
+    else if (status === 'joined' || status === 'in-flight') this.#joins++;
+    // Join before the old wait leaves, so replacing a wait with the same
+    // identity keeps its unit (and its place in the queue).
+    demand.waiting++;
+    if (old !== undefined) this.#release(old);
+    const ticket = `${this.#prefix}${(this.#nextTicket++).toString(36)}`;
+    const wait: Wait = { ticket, slot, consumer: c, demand };
+    this.#byTicket.set(ticket, wait);
+    this.#byConsumer.set(slot, wait);
+    const admission: WaitAdmission = { status, ticket };
+    this.#flushAbort();
+    return admission;
+  }
+
+  /**
+   * Issues the next queued unit to an external worker against the caller's
+   * explicit resource grant (`ERR_GRANT_REQUIRED` without one). Returns `null`
+   * while a unit is in flight, when the queue is empty, or after shutdown.
+   */
+  beginNext(grant: ResourceGrant): IssuedWorkTicket | null {
+    this.#enter();
+    if (!isObject(grant) || typeof grant.worker !== 'string' || grant.worker.length === 0 ||
+        typeof grant.grant !== 'string' || grant.grant.length === 0) {
+      throw grantRequired(grant);
+    }
+    const demand = this.#head;
+    if (this.#closed || this.#inFlight !== null || demand === null) return null;
+    this.#unlink(demand);
+    demand.state = IN_FLIGHT;
+    const controller = new AbortController();
+    const work: IssuedWorkTicket = Object.freeze({
+      id: `${this.#prefix}u${(this.#nextWork++).toString(36)}`,
+      key: demand.key,
+      readiness: demand.want.readiness,
+      target: demand.want.readiness === 'device' ? demand.want.target : null,
+      grant: Object.freeze({ worker: grant.worker, grant: grant.grant }),
+      signal: controller.signal,
+      issuedAt: this.#now(),
+    });
+    demand.work = work;
+    demand.controller = controller;
+    this.#inFlight = demand;
+    this.#issued++;
+    return work;
+  }
+
+  /**
+   * Reports the outcome of an issued unit. Only the currently issued unit
+   * (matched by `id`) applies; anything else is `'stale'` and changes nothing.
+   */
+  complete(work: WorkTicket, outcome: Outcome): 'applied' | 'stale' {
+    this.#enter();
+    if (!isObject(outcome) || (outcome.ok !== true && (outcome.ok !== false || !('error' in outcome)))) {
+      throw invalidArgument('outcome', '{ ok: true } or { ok: false, error }', outcome);
+    }
+    if (!isObject(work)) throw invalidArgument('work', 'a WorkTicket from beginNext()', work);
+    const demand = this.#inFlight;
+    if (demand === null || demand.work === null || demand.work.id !== work.id) {
+      this.#staleEvents++;
+      return 'stale';
+    }
+    this.#inFlight = null;
+    demand.state = IDLE;
+    demand.work = null;
+    demand.controller = null;
+    if (outcome.ok) {
+      this.#completed++;
+      if (demand.waiting === 0) this.#wasted++;
+    } else {
+      this.#failed++;
+    }
+    this.#remember(demand, outcome.ok ? 'completed' : 'failed');
+    return 'applied';
+  }
+
+  /**
+   * The agent woke: remove its consumer and, for a current ticket, try to pin
+   * a ready artifact. Never waits for preparation and never runs it.
+   */
+  onWake(ticket: string): WakeResult {
+    this.#enter();
+    if (typeof ticket !== 'string' && typeof ticket !== 'bigint') throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
+    this.#wakes++;
+    const wait = typeof ticket === 'string' ? this.#byTicket.get(ticket) : undefined;
+    if (wait === undefined) {
+      this.#staleEvents++;
+      return this.#miss(MISS_STALE);
+    }
+    this.#release(wait);
+    const result = this.#pin(wait);
+    this.#flushAbort();
+    return result;
+  }
+
+  /** Removes that consumer only; shared work stays for the others. False for a stale ticket. */
+  onCancel(ticket: string): boolean {
+    this.#enter();
+    if (typeof ticket !== 'string' && typeof ticket !== 'bigint') throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
+    const wait = typeof ticket === 'string' ? this.#byTicket.get(ticket) : undefined;
+    if (wait === undefined) {
+      this.#staleEvents++;
+      return false;
+    }
+    this.#release(wait);
+    this.#cancels++;
+    this.#flushAbort();
+    return true;
+  }
+
+  /**
+   * Discards terminal history for `key` (every readiness and target), only
+   * when no consumer waits on it and it is neither queued nor in flight.
+   * True when history was discarded. A later explicit `onWait` may retry.
+   */
+  forget(key: ArtifactKey): boolean {
+    this.#enter();
+    if (!isArtifactKey(key)) {
+      throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
+    }
+    const ids = [key.hex, ...(this.#deviceIds.get(key.hex) ?? [])];
+    const found: Demand[] = [];
+    for (const id of ids) {
+      const demand = this.#demands.get(id);
+      if (demand === undefined) continue;
+      if (demand.waiting > 0 || demand.state !== IDLE) return false;
+      found.push(demand);
+    }
+    let discarded = false;
+    for (const demand of found) {
+      if (demand.outcome !== null) {
+        this.#history.delete(demand.id);
+        demand.outcome = null;
+        discarded = true;
+      }
+      this.#dropIfUnused(demand);
+    }
+    return discarded;
+  }
+
+  /**
+   * Stops new submissions: `onWait` is then `rejected` and `beginNext` returns
+   * `null`; wakes, cancels and completions still apply. Neither waits for nor
+   * kills workers. Calling it again reports the current state.
+   */
+  shutdown(): { drained: boolean; inFlight: IssuedWorkTicket | null } {
+    this.#enter();
+    this.#closed = true;
+    return { drained: this.#inFlight === null, inFlight: this.#inFlight?.work ?? null };
+  }
+
+  /** Counters and gauges; a fresh object each call. */
+  stats(): CoordinatorStats {
+    return {
+      waits: this.#waits,
+      joins: this.#joins,
+      queued: this.#queued,
+      inFlight: this.#inFlight === null ? 0 : 1,
+      issued: this.#issued,
+      completed: this.#completed,
+      failed: this.#failed,
+      wasted: this.#wasted,
+      wakes: this.#wakes,
+      hits: this.#hits,
+      misses: Object.fromEntries(this.#misses),
+      cancels: this.#cancels,
+      staleEvents: this.#staleEvents,
+      overloads: this.#overloads,
+      rejected: this.#rejected,
+      waiting: this.#byTicket.size,
+      historySize: this.#history.size,
+    };
+  }
+
+  /** True once `shutdown()` has been called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  #enter(): void {
+    if (currentThreadId() !== this.#thread) {
+      throw new WaitprepError('ERR_WRONG_THREAD', `This WaitCoordinator belongs to thread ${this.#thread}; called from thread ${currentThreadId()}`);
+    }
+    if (this.#inBackend) {
+      throw new WaitprepError('ERR_REENTRANT', 'WaitCoordinator was called from inside its own backend call; only stats() and lease.close() are allowed there');
+    }
+  }
+
+  #reject(admission: WaitAdmission): WaitAdmission {
+    this.#rejected++;
+    return admission;
+  }
+
+  #overload(admission: WaitAdmission): WaitAdmission {
+    this.#overloads++;
+    return admission;
+  }
+
+  #miss(result: Miss): Miss {
+    this.#misses.set(result.reason, (this.#misses.get(result.reason) ?? 0) + 1);
+    return result;
+  }
+
+  #createDemand(id: string, key: ArtifactKey, want: ReadinessRequest): Demand {
+    const demand: Demand = { id, key, want, waiting: 0, state: IDLE, outcome: null, prev: null, next: null, work: null, controller: null };
+    this.#demands.set(id, demand);
+    if (want.readiness === 'device') {
+      let ids = this.#deviceIds.get(key.hex);
+      if (ids === undefined) this.#deviceIds.set(key.hex, (ids = new Set()));
+      ids.add(id);
+    }
+    return demand;
+  }
+
+  #dropIfUnused(demand: Demand): void {
+    if (demand.waiting > 0 || demand.state !== IDLE || demand.outcome !== null) return;
+    this.#demands.delete(demand.id);
+    if (demand.want.readiness === 'device') {
+      const ids = this.#deviceIds.get(demand.key.hex);
+      ids?.delete(demand.id);
+      if (ids?.size === 0) this.#deviceIds.delete(demand.key.hex);
+    }
+  }
+
+  #enqueue(demand: Demand): void {
+    demand.state = QUEUED;
+    demand.prev = this.#tail;
+    demand.next = null;
+    if (this.#tail === null) this.#head = demand;
+    else this.#tail.next = demand;
+    this.#tail = demand;
+    this.#queued++;
+  }
+
+  #unlink(demand: Demand): void {
+    if (demand.prev === null) this.#head = demand.next;
+    else demand.prev.next = demand.next;
+    if (demand.next === null) this.#tail = demand.prev;
+    else demand.next.prev = demand.prev;
+    demand.prev = demand.next = null;
+    demand.state = IDLE;
+    this.#queued--;
+  }
+
+  /** The consumer leaves: its ticket goes stale and it stops counting toward its unit. */
+  #release(wait: Wait): void {
+    this.#byTicket.delete(wait.ticket);
+    if (this.#byConsumer.get(wait.slot) === wait) this.#byConsumer.delete(wait.slot);
+    const demand = wait.demand;
+    if (--demand.waiting > 0) return;
+    if (demand.state === QUEUED) this.#unlink(demand);
+    else if (demand.state === IN_FLIGHT) this.#pendingAbort = demand.controller;
+    this.#dropIfUnused(demand);
+  }
+
+  #flushAbort(): void {
+    const controller = this.#pendingAbort;
+    if (controller === null) return;
+    this.#pendingAbort = null;
+    controller.abort();
+  }
+
+  #remember(demand: Demand, outcome: 'completed' | 'failed'): void {
+    if (this.#historyLimit === 0) {
+      this.#dropIfUnused(demand);
+      return;
+    }
+    this.#history.delete(demand.id);
+    this.#history.set(demand.id, demand);
+    demand.outcome = outcome;
+    if (this.#history.size > this.#historyLimit) {
+      const oldest = this.#history.values().next().value as Demand;
+      this.#history.delete(oldest.id);
+      oldest.outcome = null;
+      this.#dropIfUnused(oldest);
+    }
+  }
+
+  /** Calls the backend with re-entry blocked, then checks what came back. */
+  #pin(wait: Wait): WakeResult {
+    const { demand } = wait;
+    let result: unknown;
+    this.#inBackend = true;
+    try {
+      result = this.#backend.tryPinReady(demand.key, wait.consumer, demand.want);
+    } catch {
+      result = MISS_BACKEND_ERROR;
+    } finally {
+      this.#inBackend = false;
+    }
+    if (!isObject(result)) return this.#miss(MISS_BACKEND_ERROR);
+    if (result.kind === 'miss') {
+      return typeof result.reason === 'string' ? this.#miss(result as unknown as Miss) : this.#miss(MISS_BACKEND_ERROR);
+    }
+    if (result.kind !== 'lease' || typeof result.close !== 'function') return this.#miss(MISS_BACKEND_ERROR);
+    const lease = result as unknown as Lease;
+    if (!demand.key.equals(lease.key)) return this.#miss(this.#closeQuietly(lease, MISS_IDENTITY));
+    if (lease.readiness !== demand.want.readiness) return this.#miss(this.#closeQuietly(lease, MISS_READINESS));
+    this.#hits++;
+    return { kind: 'hit', lease };
+  }
+
+  #closeQuietly(lease: Lease, result: Miss): Miss {
+    try {
+      lease.close();
+    } catch {
+      // The lease was refused either way; its close failing changes nothing here.
+    }
+    return result;
+  }
+}

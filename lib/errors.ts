@@ -1,0 +1,38 @@
+/**
+ * Every error waitprep throws. `code` is a stable string (`ERR_…`); match on it,
+ * never on the message. A miss is a value, never an error.
+ */
+export type WaitprepErrorCode =
+  | 'ERR_INVALID_KEY'
+  | 'ERR_INVALID_ARGUMENT'
+  | 'ERR_GRANT_REQUIRED'
+  | 'ERR_WRONG_THREAD'
+  | 'ERR_REENTRANT';
+
+export class WaitprepError extends Error {
+  /** Stable machine-readable code. */
+  readonly code: WaitprepErrorCode;
+  /** For `ERR_INVALID_KEY` and `ERR_INVALID_ARGUMENT`: the offending field, dotted (`source.task`). */
+  readonly field: string | undefined;
+
+  constructor(code: WaitprepErrorCode, message: string, options?: { field?: string; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'WaitprepError';
+    this.code = code;
+    this.field = options?.field;
+  }
+}
+
+/** Describes a value for error messages: what came, with its type. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return `${JSON.stringify(value.length > 60 ? value.slice(0, 60) + '…' : value)} (string)`;
+  if (typeof value === 'bigint') return `${value}n (bigint)`;
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `an array of length ${value.length}`;
+  if (typeof value === 'object') return `an object (${value.constructor?.name ?? 'null prototype'})`;
+  return `${String(value)} (${typeof value})`;
+}
+
+export function invalidArgument(field: string, expected: string, got: unknown): WaitprepError {
+  return new WaitprepError('ERR_INVALID_ARGUMENT', `Expected \`${field}\` to be ${expected}, got ${describe(got)}`, { field });
+}

@@ -1,0 +1,327 @@
+import { createHash } from 'node:crypto';
+import { WaitprepError, describe } from './errors.js';
+
+/**
+ * The fields of an artifact's identity, as the runtime knows them. See
+ * docs/key-encoding.md for how they become bytes and a digest.
+ */
+export interface ArtifactKeyFields {
+  source: {
+    snapshotKind: string;
+    runtime: string;
+    model: string;
+    /** The string `"none"` when there is no adapter. */
+    adapter: string;
+    profile: string;
+    positionPolicy: string;
+    task: string;
+    namespace: string;
+    /** The ordered token layout; order matters. Tokens are uint32. */
+    tokenLayout: Uint32Array | readonly number[];
+    /** Extra runtime identity fields; part of identity. Empty equals absent. */
+    extra?: Readonly<Record<string, string>>;
+  };
+  sourcePageGeneration: number | bigint;
+  codec: string;
+  codecConfig: string;
+  representationVersion: number | bigint;
+}
+
+/** The identity fields of a key's source, without the token layout (see {@link ArtifactKey.tokenLayout}). */
+export interface ArtifactKeySource {
+  readonly snapshotKind: string;
+  readonly runtime: string;
+  readonly model: string;
+  readonly adapter: string;
+  readonly profile: string;
+  readonly positionPolicy: string;
+  readonly task: string;
+  readonly namespace: string;
+  readonly extra: Readonly<Record<string, string>>;
+}
+
+/** First bytes of every canonical encoding: "WPK" and the encoding version 1. */
+export const KEY_ENCODING_MAGIC = Uint8Array.of(0x57, 0x50, 0x4b, 0x31);
+
+/** Field tags, in the fixed order they are encoded. */
+export const KEY_FIELD_TAGS = Object.freeze({
+  snapshotKind: 0x01,
+  runtime: 0x02,
+  model: 0x03,
+  adapter: 0x04,
+  profile: 0x05,
+  positionPolicy: 0x06,
+  task: 0x07,
+  namespace: 0x08,
+  tokenLayout: 0x09,
+  extra: 0x0a,
+  sourcePageGeneration: 0x0b,
+  codec: 0x0c,
+  codecConfig: 0x0d,
+  representationVersion: 0x0e,
+});
+
+const SOURCE_STRING_FIELDS = [
+  'snapshotKind',
+  'runtime',
+  'model',
+  'adapter',
+  'profile',
+  'positionPolicy',
+  'task',
+  'namespace',
+] as const;
+const SOURCE_FIELDS = new Set<string>([...SOURCE_STRING_FIELDS, 'tokenLayout', 'extra']);
+const TOP_FIELDS = new Set<string>(['source', 'sourcePageGeneration', 'codec', 'codecConfig', 'representationVersion']);
+const U64_MAX = (1n << 64n) - 1n;
+const U32_MAX = 0xffff_ffff;
+
+const constructing = Symbol('waitprep.artifactKey');
+
+/**
+ * An immutable, validated artifact identity with its SHA-256 digest, computed
+ * once. Build one with {@link artifactKey}. Two keys are equal exactly when their
+ * canonical encodings are equal; compare with {@link ArtifactKey.equals}.
+ */
+export class ArtifactKey {
+  readonly source: ArtifactKeySource;
+  readonly sourcePageGeneration: bigint;
+  readonly codec: string;
+  readonly codecConfig: string;
+  readonly representationVersion: bigint;
+  /** Number of tokens in the layout. */
+  readonly tokenCount: number;
+  /** SHA-256 of the canonical encoding (32 bytes). Treat as read-only. */
+  readonly digest: Uint8Array;
+  /** The digest as 64 lowercase hex characters: a string id for maps and logs. */
+  readonly hex: string;
+  readonly #tokens: Uint32Array;
+
+  /** @internal Use {@link artifactKey}. */
+  constructor(token: symbol, v: Validated, digest: Uint8Array) {
+    if (token !== constructing) throw new WaitprepError('ERR_INVALID_KEY', 'Build keys with artifactKey(fields)');
+    this.source = v.source;
+    this.sourcePageGeneration = v.sourcePageGeneration;
+    this.codec = v.codec;
+    this.codecConfig = v.codecConfig;
+    this.representationVersion = v.representationVersion;
+    this.tokenCount = v.tokens.length;
+    this.#tokens = v.tokens;
+    this.digest = digest;
+    this.hex = Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength).toString('hex');
+    Object.freeze(this);
+  }
+
+  /** A fresh copy of the ordered token layout. */
+  tokenLayout(): Uint32Array {
+    return this.#tokens.slice();
+  }
+
+  /** True when `other` is a key with the same canonical encoding. */
+  equals(other: unknown): boolean {
+    return other instanceof ArtifactKey && other.hex === this.hex;
+  }
+
+  toString(): string {
+    return `ArtifactKey(${this.hex.slice(0, 16)}…)`;
+  }
+}
+
+interface Validated {
+  source: ArtifactKeySource;
+  tokens: Uint32Array;
+  extraEntries: Array<[Buffer, Buffer]>;
+  sourcePageGeneration: bigint;
+  codec: string;
+  codecConfig: string;
+  representationVersion: bigint;
+}
+
+/**
+ * Validates `fields` and builds an {@link ArtifactKey}. Throws `WaitprepError`
+ * `ERR_INVALID_KEY` naming the first field that is missing, empty, ill-typed or
+ * unknown.
+ */
+export function artifactKey(fields: ArtifactKeyFields): ArtifactKey {
+  const v = validate(fields);
+  const digest = new Uint8Array(createHash('sha256').update(encodeValidated(v)).digest());
+  return new ArtifactKey(constructing, v, digest);
+}
+
+/** True when `value` is an {@link ArtifactKey} built by this package. */
+export function isArtifactKey(value: unknown): value is ArtifactKey {
+  return value instanceof ArtifactKey;
+}
+
+/**
+ * The canonical byte encoding of a key's fields (docs/key-encoding.md): what
+ * the digest is taken over. Validates exactly as {@link artifactKey}.
+ */
+export function encodeArtifactKey(fields: ArtifactKeyFields): Uint8Array {
+  return new Uint8Array(encodeValidated(validate(fields)));
+}
+
+function keyError(field: string, expected: string, got: unknown): WaitprepError {
+  return new WaitprepError('ERR_INVALID_KEY', `Expected \`${field}\` to be ${expected}, got ${describe(got)}`, { field });
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function identityString(field: string, value: unknown, allowEmpty = false): string {
+  if (typeof value !== 'string' || (!allowEmpty && value.length === 0)) {
+    return fail(field, allowEmpty ? 'a string' : 'a non-empty string', value);
+  }
+  if (!value.isWellFormed()) {
+    throw new WaitprepError('ERR_INVALID_KEY', `Expected \`${field}\` to be well-formed Unicode, got a string with a lone surrogate`, { field });
+  }
+  return value;
+}
+
+function fail(field: string, expected: string, got: unknown): never {
+  throw keyError(field, expected, got);
+}
+
+function u64(field: string, value: unknown): bigint {
+  if (typeof value === 'bigint') {
+    if (value >= 0n && value <= U64_MAX) return value;
+  } else if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) {
+    return BigInt(value);
+  }
+  return fail(field, 'a non-negative integer (number or bigint, at most 2^64-1)', value);
+}
+
+function tokenLayout(value: unknown): Uint32Array {
+  const field = 'source.tokenLayout';
+  let tokens: Uint32Array;
+  if (value instanceof Uint32Array) {
+    tokens = value.slice();
+  } else if (Array.isArray(value)) {
+    tokens = new Uint32Array(value.length);
+    for (let i = 0; i < value.length; i++) {
+      const t: unknown = value[i];
+      if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > U32_MAX) {
+        fail(`${field}[${i}]`, 'an integer token in [0, 2^32-1]', t);
+      }
+      tokens[i] = t as number;
+    }
+  } else {
+    return fail(field, 'a Uint32Array or an array of non-negative integers', value);
+  }
+  if (tokens.length === 0) fail(field, 'a non-empty token layout', value);
+  // The encoded length of the layout must fit the u32 length prefix.
+  if (tokens.length * 4 > U32_MAX) fail(field, 'at most 2^30-1 tokens', value);
+  return tokens;
+}
+
+function validate(fields: unknown): Validated {
+  if (!isPlainObject(fields)) return fail('fields', 'an object of key fields', fields);
+  for (const name of Object.keys(fields)) {
+    if (!TOP_FIELDS.has(name)) fail(name, 'absent (unknown key field)', fields[name]);
+  }
+  const src = fields.source;
+  if (!isPlainObject(src)) return fail('source', 'an object with the runtime source key', src);
+  for (const name of Object.keys(src)) {
+    if (!SOURCE_FIELDS.has(name)) fail(`source.${name}`, 'absent (unknown source field)', src[name]);
+  }
+  const strings = {} as Record<(typeof SOURCE_STRING_FIELDS)[number], string>;
+  for (const name of SOURCE_STRING_FIELDS) strings[name] = identityString(`source.${name}`, src[name]);
+  const tokens = tokenLayout(src.tokenLayout);
+
+  const extra: Record<string, string> = Object.create(null);
+  const extraEntries: Array<[Buffer, Buffer]> = [];
+  if (src.extra !== undefined) {
+    if (!isPlainObject(src.extra)) fail('source.extra', 'an object of string -> string', src.extra);
+    for (const [name, value] of Object.entries(src.extra as Record<string, unknown>)) {
+      identityString('source.extra (a name)', name);
+      identityString(`source.extra.${name}`, value, true);
+      extraEntries.push([Buffer.from(name, 'utf8'), Buffer.from(value as string, 'utf8')]);
+    }
+    // Sorted by the UTF-8 bytes of the name (= Unicode code point order), so a
+    // runtime in any language sorts the same way.
+    extraEntries.sort((a, b) => Buffer.compare(a[0], b[0]));
+    for (const [name, value] of extraEntries) extra[name.toString('utf8')] = value.toString('utf8');
+  }
+  Object.freeze(extra);
+
+  return {
+    source: Object.freeze({ ...strings, extra }),
+    tokens,
+    extraEntries,
+    sourcePageGeneration: u64('sourcePageGeneration', fields.sourcePageGeneration),
+    codec: identityString('codec', fields.codec),
+    codecConfig: identityString('codecConfig', fields.codecConfig),
+    representationVersion: u64('representationVersion', fields.representationVersion),
+  };
+}
+
+/** Header of one field: tag (u8) and payload length (u32 little-endian). */
+const FIELD_HEADER = 5;
+
+function encodeValidated(v: Validated): Buffer {
+  const s = v.source;
+  const stringPayloads: Array<[number, string]> = [
+    [KEY_FIELD_TAGS.snapshotKind, s.snapshotKind],
+    [KEY_FIELD_TAGS.runtime, s.runtime],
+    [KEY_FIELD_TAGS.model, s.model],
+    [KEY_FIELD_TAGS.adapter, s.adapter],
+    [KEY_FIELD_TAGS.profile, s.profile],
+    [KEY_FIELD_TAGS.positionPolicy, s.positionPolicy],
+    [KEY_FIELD_TAGS.task, s.task],
+    [KEY_FIELD_TAGS.namespace, s.namespace],
+  ];
+  let extraLength = 0;
+  for (const [name, value] of v.extraEntries) extraLength += 8 + name.length + value.length;
+  let total = KEY_ENCODING_MAGIC.length;
+  for (const [, str] of stringPayloads) total += FIELD_HEADER + Buffer.byteLength(str, 'utf8');
+  total += FIELD_HEADER + v.tokens.length * 4;
+  total += FIELD_HEADER + extraLength;
+  total += FIELD_HEADER + 8;
+  total += FIELD_HEADER + Buffer.byteLength(v.codec, 'utf8');
+  total += FIELD_HEADER + Buffer.byteLength(v.codecConfig, 'utf8');
+  total += FIELD_HEADER + 8;
+  if (extraLength > U32_MAX) fail('source.extra', 'at most 2^32-1 encoded bytes', v.source.extra);
+
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  out.set(KEY_ENCODING_MAGIC, at);
+  at += KEY_ENCODING_MAGIC.length;
+  const header = (tag: number, length: number): void => {
+    out.writeUInt8(tag, at);
+    out.writeUInt32LE(length, at + 1);
+    at += FIELD_HEADER;
+  };
+  const string = (tag: number, str: string): void => {
+    const length = Buffer.byteLength(str, 'utf8');
+    if (length > U32_MAX) fail('string field', 'at most 2^32-1 UTF-8 bytes', str);
+    header(tag, length);
+    at += out.write(str, at, 'utf8');
+  };
+  const u64le = (tag: number, value: bigint): void => {
+    header(tag, 8);
+    out.writeBigUInt64LE(value, at);
+    at += 8;
+  };
+
+  for (const [tag, str] of stringPayloads) string(tag, str);
+  header(KEY_FIELD_TAGS.tokenLayout, v.tokens.length * 4);
+  for (let i = 0; i < v.tokens.length; i++, at += 4) out.writeUInt32LE(v.tokens[i]!, at);
+  header(KEY_FIELD_TAGS.extra, extraLength);
+  for (const [name, value] of v.extraEntries) {
+    out.writeUInt32LE(name.length, at);
+    out.set(name, at + 4);
+    at += 4 + name.length;
+    out.writeUInt32LE(value.length, at);
+    out.set(value, at + 4);
+    at += 4 + value.length;
+  }
+  u64le(KEY_FIELD_TAGS.sourcePageGeneration, v.sourcePageGeneration);
+  string(KEY_FIELD_TAGS.codec, v.codec);
+  string(KEY_FIELD_TAGS.codecConfig, v.codecConfig);
+  u64le(KEY_FIELD_TAGS.representationVersion, v.representationVersion);
+  if (at !== total) throw new Error(`waitprep internal: key encoding wrote ${at} of ${total} bytes`);
+  return out;
+}

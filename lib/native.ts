@@ -1,0 +1,47 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The package root (dist/ and lib/ both sit one level below it). */
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+
+/** What the addon exports (the lease-table issue grows this). */
+export interface NativeAddon {
+  readonly abiVersion: number;
+}
+
+/** Which implementation of the native parts is in use. */
+export type Implementation = 'native' | 'js';
+
+function load(): { addon: NativeAddon | null; error: Error | null; reason: string } {
+  if (process.env.WAITPREP_IMPLEMENTATION === 'js') {
+    return { addon: null, error: null, reason: 'WAITPREP_IMPLEMENTATION=js forces the JavaScript fallback' };
+  }
+  try {
+    // node-gyp-build looks in build/Release, build/Debug, then prebuilds/<platform>-<arch>.
+    const addon = (require('node-gyp-build') as (dir: string) => NativeAddon)(root);
+    return { addon, error: null, reason: 'the Node-API addon loaded' };
+  } catch (cause) {
+    const error = cause instanceof Error ? cause : new Error(String(cause));
+    return { addon: null, error, reason: `the Node-API addon did not load (${error.message.split('\n')[0]}); using the JavaScript fallback` };
+  }
+}
+
+const loaded = load();
+
+/** The loaded addon, or `null` when the JavaScript fallback is in use. */
+export const nativeAddon: NativeAddon | null = loaded.addon;
+/** `'native'` when the addon loaded, else `'js'`. */
+export const implementation: Implementation = loaded.addon === null ? 'js' : 'native';
+/** Why {@link implementation} is what it is, in one sentence. */
+export const implementationReason: string = loaded.reason;
+/** The error node-gyp-build threw (it has no code), or `null`. */
+export const nativeLoadError: Error | null = loaded.error;
+
+/** Absolute path of `libwaitprep.so` (the C ABI for model runtimes), or `null` when it is not built. */
+export function nativeLibraryPath(): string | null {
+  const path = join(root, 'build', 'Release', 'libwaitprep.so');
+  return existsSync(path) ? path : null;
+}
