@@ -13,9 +13,11 @@ import type {
   ArtifactBackend,
   Consumer,
   CoordinatorStats,
+  DeviceTarget,
   Lease,
   Miss,
   Outcome,
+  Readiness,
   ReadinessRequest,
   ResourceGrant,
   WaitAdmission,
@@ -37,10 +39,53 @@ export interface WaitCoordinatorOptions {
   now?: () => number;
 }
 
-/** A unit as the coordinator issued it: the public ticket plus its abort controller. */
-export interface IssuedWorkTicket extends WorkTicket {
+/** Fires a ticket's abort (module-private: only the coordinator aborts units). */
+let abortIssuedWork: (work: IssuedWorkTicket) => void;
+
+/**
+ * A unit as the coordinator issued it. Its `signal` is made on first read:
+ * most of what a cycle allocates is the AbortSignal, and a worker that never
+ * looks at it should not pay for it. An abort before the first read yields an
+ * already-aborted signal, so nothing is lost either way.
+ */
+export class IssuedWorkTicket implements WorkTicket {
+  readonly id: string;
+  readonly key: ArtifactKey;
+  readonly readiness: Readiness;
+  readonly target: DeviceTarget | null;
+  readonly grant: ResourceGrant;
   /** `now()` when `beginNext` issued it. */
   readonly issuedAt: number;
+  #controller: AbortController | null = null;
+  #aborted = false;
+
+  /** @internal Issued by {@link WaitCoordinator.beginNext}. */
+  constructor(id: string, demand: { key: ArtifactKey; want: ReadinessRequest }, grant: ResourceGrant, issuedAt: number) {
+    this.id = id;
+    this.key = demand.key;
+    this.readiness = demand.want.readiness;
+    this.target = demand.want.readiness === 'device' ? demand.want.target : null;
+    this.grant = grant;
+    this.issuedAt = issuedAt;
+    Object.freeze(this);
+  }
+
+  /** Aborts when the unit's last consumer leaves; the worker may stop at its own safe boundary. */
+  get signal(): AbortSignal {
+    if (this.#controller === null) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort();
+    }
+    return this.#controller.signal;
+  }
+
+  static {
+    abortIssuedWork = (work) => {
+      if (work.#aborted) return;
+      work.#aborted = true;
+      work.#controller?.abort();
+    };
+  }
 }
 
 const IDLE = 0;
@@ -53,7 +98,8 @@ type DemandState = typeof IDLE | typeof QUEUED | typeof IN_FLIGHT;
  * It exists while a consumer waits on it, while it is queued or in flight, or
  * while terminal history remembers it, and is dropped as soon as none holds.
  * Queued demands form an intrusive doubly linked FIFO so that a unit whose
- * last consumer leaves is unlinked in O(1).
+ * last consumer leaves is unlinked in O(1); terminal history is a second
+ * intrusive list, so evicting the oldest entry is O(1) too.
  */
 interface Demand {
   readonly id: string;
@@ -64,8 +110,10 @@ interface Demand {
   outcome: 'completed' | 'failed' | null;
   prev: Demand | null;
   next: Demand | null;
+  /** Links in the terminal history list (oldest first) while `outcome` is set. */
+  older: Demand | null;
+  newer: Demand | null;
   work: IssuedWorkTicket | null;
-  controller: AbortController | null;
 }
 
 /** One admitted wait: a consumer bound to a demand under a ticket. */
@@ -127,8 +175,10 @@ export class WaitCoordinator {
   readonly #demands = new Map<string, Demand>();
   /** Device demand ids per key hex, so `forget(key)` finds them without a scan. */
   readonly #deviceIds = new Map<string, Set<string>>();
-  /** Terminal entries, oldest first (Map keeps insertion order). */
-  readonly #history = new Map<string, Demand>();
+  /** Terminal entries: a list from oldest to newest. */
+  #oldest: Demand | null = null;
+  #newest: Demand | null = null;
+  #historySize = 0;
   #head: Demand | null = null;
   #tail: Demand | null = null;
   #queued = 0;
@@ -136,7 +186,10 @@ export class WaitCoordinator {
   #closed = false;
   #inBackend = false;
   /** An abort to fire once the current call has left the state consistent. */
-  #pendingAbort: AbortController | null = null;
+  #pendingAbort: IssuedWorkTicket | null = null;
+  /** The caller's last grant and its frozen copy, so a reused grant object is not copied per unit. */
+  #grantIn: ResourceGrant | null = null;
+  #grantCopy: ResourceGrant | null = null;
 
   #waits = 0;
   #joins = 0;
@@ -252,18 +305,8 @@ export class WaitCoordinator {
     if (this.#closed || this.#inFlight !== null || demand === null) return null;
     this.#unlink(demand);
     demand.state = IN_FLIGHT;
-    const controller = new AbortController();
-    const work: IssuedWorkTicket = Object.freeze({
-      id: `${this.#prefix}u${(this.#nextWork++).toString(36)}`,
-      key: demand.key,
-      readiness: demand.want.readiness,
-      target: demand.want.readiness === 'device' ? demand.want.target : null,
-      grant: Object.freeze({ worker: grant.worker, grant: grant.grant }),
-      signal: controller.signal,
-      issuedAt: this.#now(),
-    });
+    const work = new IssuedWorkTicket(`${this.#prefix}u${(this.#nextWork++).toString(36)}`, demand, this.#copyGrant(grant), this.#now());
     demand.work = work;
-    demand.controller = controller;
     this.#inFlight = demand;
     this.#issued++;
     return work;
@@ -287,7 +330,6 @@ export class WaitCoordinator {
     this.#inFlight = null;
     demand.state = IDLE;
     demand.work = null;
-    demand.controller = null;
     if (outcome.ok) {
       this.#completed++;
       if (demand.waiting === 0) this.#wasted++;
@@ -353,8 +395,7 @@ export class WaitCoordinator {
     let discarded = false;
     for (const demand of found) {
       if (demand.outcome !== null) {
-        this.#history.delete(demand.id);
-        demand.outcome = null;
+        this.#unremember(demand);
         discarded = true;
       }
       this.#dropIfUnused(demand);
@@ -392,7 +433,7 @@ export class WaitCoordinator {
       overloads: this.#overloads,
       rejected: this.#rejected,
       waiting: this.#byTicket.size,
-      historySize: this.#history.size,
+      historySize: this.#historySize,
     };
   }
 
@@ -426,7 +467,7 @@ export class WaitCoordinator {
   }
 
   #createDemand(id: string, key: ArtifactKey, want: ReadinessRequest): Demand {
-    const demand: Demand = { id, key, want, waiting: 0, state: IDLE, outcome: null, prev: null, next: null, work: null, controller: null };
+    const demand: Demand = { id, key, want, waiting: 0, state: IDLE, outcome: null, prev: null, next: null, older: null, newer: null, work: null };
     this.#demands.set(id, demand);
     if (want.readiness === 'device') {
       let ids = this.#deviceIds.get(key.hex);
@@ -473,31 +514,54 @@ export class WaitCoordinator {
     const demand = wait.demand;
     if (--demand.waiting > 0) return;
     if (demand.state === QUEUED) this.#unlink(demand);
-    else if (demand.state === IN_FLIGHT) this.#pendingAbort = demand.controller;
+    else if (demand.state === IN_FLIGHT) this.#pendingAbort = demand.work;
     this.#dropIfUnused(demand);
   }
 
   #flushAbort(): void {
-    const controller = this.#pendingAbort;
-    if (controller === null) return;
+    const work = this.#pendingAbort;
+    if (work === null) return;
     this.#pendingAbort = null;
-    controller.abort();
+    abortIssuedWork(work);
+  }
+
+  #copyGrant(grant: ResourceGrant): ResourceGrant {
+    const copy = this.#grantCopy;
+    if (grant !== this.#grantIn || copy === null || copy.worker !== grant.worker || copy.grant !== grant.grant) {
+      this.#grantIn = grant;
+      this.#grantCopy = Object.freeze({ worker: grant.worker, grant: grant.grant });
+    }
+    return this.#grantCopy!;
   }
 
   #remember(demand: Demand, outcome: 'completed' | 'failed'): void {
+    if (demand.outcome !== null) this.#unremember(demand);
     if (this.#historyLimit === 0) {
       this.#dropIfUnused(demand);
       return;
     }
-    this.#history.delete(demand.id);
-    this.#history.set(demand.id, demand);
     demand.outcome = outcome;
-    if (this.#history.size > this.#historyLimit) {
-      const oldest = this.#history.values().next().value as Demand;
-      this.#history.delete(oldest.id);
-      oldest.outcome = null;
+    demand.older = this.#newest;
+    demand.newer = null;
+    if (this.#newest === null) this.#oldest = demand;
+    else this.#newest.newer = demand;
+    this.#newest = demand;
+    if (++this.#historySize > this.#historyLimit) {
+      const oldest = this.#oldest!;
+      this.#unremember(oldest);
       this.#dropIfUnused(oldest);
     }
+  }
+
+  /** Takes `demand` out of terminal history (the caller drops it if unused). */
+  #unremember(demand: Demand): void {
+    if (demand.older === null) this.#oldest = demand.newer;
+    else demand.older.newer = demand.newer;
+    if (demand.newer === null) this.#newest = demand.older;
+    else demand.newer.older = demand.older;
+    demand.older = demand.newer = null;
+    demand.outcome = null;
+    this.#historySize--;
   }
 
   /** Calls the backend with re-entry blocked, then checks what came back. */

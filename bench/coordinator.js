@@ -1,0 +1,183 @@
+#!/usr/bin/env node
+// Cost of one full coordinator cycle (onWait, beginNext, complete, onWake,
+// lease close) with N consumers already waiting, and heap bytes per waiting
+// consumer. Each size runs in a fresh process (node --expose-gc).
+//
+//   npm run bench:coordinator                 table
+//   npm run -s bench:coordinator -- --json    one JSON object on stdout, nothing else
+//   npm run bench:coordinator -- --quick      smaller run, under 30 s
+//   ... -- --sizes 1000,100000                choose the waiting counts
+//
+// Steady state: N units are queued, one consumer each, on distinct keys. A
+// cycle admits one new wait at the tail, issues the head, completes it, wakes
+// its consumer (a hit) and closes the lease, so N stays constant. Keys are
+// reused in a ring of N + 1024 with historyLimit 1000, so a reused key never
+// finds terminal history and always queues anew. The backend hands out a
+// fresh lease object per wake and pins nothing: the figure is the
+// coordinator's own cost, not the lease table's (bench:pin measures that).
+import { execFileSync } from 'node:child_process';
+import { cpus } from 'node:os';
+import { PerformanceObserver } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+const args = process.argv.slice(2);
+const flag = (name) => args.includes(`--${name}`);
+const option = (name, fallback) => {
+  const at = args.indexOf(`--${name}`);
+  return at >= 0 && at + 1 < args.length ? args[at + 1] : fallback;
+};
+
+const RING_SPARE = 1024;
+const HISTORY_LIMIT = 1000;
+
+if (flag('child')) {
+  const waiting = Number(option('waiting', '1000'));
+  const cycles = Number(option('cycles', '100000'));
+  process.stdout.write(JSON.stringify(await measure(waiting, cycles)) + '\n');
+} else {
+  await main();
+}
+
+async function main() {
+  const quick = flag('quick');
+  const json = flag('json');
+  const sizes = option('sizes', '1000,100000,1000000').split(',').map(Number);
+  if (sizes.some((n) => !Number.isSafeInteger(n) || n < 1)) throw new Error(`--sizes wants positive integers, got ${option('sizes')}`);
+  const cycles = Number(option('cycles', quick ? '200000' : '1000000'));
+  const repeats = quick ? 1 : 3;
+  const script = fileURLToPath(import.meta.url);
+  const results = [];
+  for (const waiting of sizes) {
+    const runs = [];
+    for (let r = 0; r < repeats; r++) {
+      const out = execFileSync(
+        process.execPath,
+        ['--expose-gc', '--max-old-space-size=8192', script, '--child', '--waiting', String(waiting), '--cycles', String(cycles)],
+        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      runs.push(JSON.parse(out));
+    }
+    runs.sort((a, b) => a.cycle_ns - b.cycle_ns);
+    const median = runs[Math.floor(runs.length / 2)];
+    results.push({ waiting, cycle_ns: median.cycle_ns, gc_ns: median.gc_ns, bytes_per_waiting: median.bytes_per_waiting, cycles, runs: runs.length });
+  }
+  const { implementation } = await import('../dist/index.js');
+  const env = {
+    date: new Date().toISOString(),
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    node: process.version,
+    implementation,
+    quick,
+  };
+  if (json) {
+    process.stdout.write(JSON.stringify({ env, results }) + '\n');
+    return;
+  }
+  console.log(`waitprep coordinator cycle — ${env.date}, ${env.cpu} (${env.cores} cores), Node ${env.node}`);
+  console.table(results.map((r) => ({ waiting: r.waiting, 'cycle ns': r.cycle_ns, 'of which GC ns': r.gc_ns, 'bytes/waiting': r.bytes_per_waiting, cycles: r.cycles, runs: r.runs })));
+  const first = results[0];
+  const last = results[results.length - 1];
+  if (results.length > 1) console.log(`growth ${first.waiting} -> ${last.waiting} waiting: ${(last.cycle_ns / first.cycle_ns).toFixed(2)}x`);
+}
+
+async function measure(waiting, cycles) {
+  const { artifactKey, WaitCoordinator } = await import('../dist/index.js');
+  const ring = waiting + RING_SPARE;
+  const base = {
+    snapshotKind: 'kv-page',
+    runtime: 'bench',
+    model: 'bench-model',
+    adapter: 'none',
+    profile: 'default',
+    positionPolicy: 'absolute',
+    task: 'bench',
+    namespace: 'bench',
+  };
+  const keys = new Array(ring);
+  const consumers = new Array(ring);
+  for (let i = 0; i < ring; i++) {
+    keys[i] = artifactKey({
+      source: { ...base, tokenLayout: [i & 0xffff, i >>> 16, 7] },
+      sourcePageGeneration: 0,
+      codec: 'none',
+      codecConfig: 'none',
+      representationVersion: 1,
+    });
+    consumers[i] = { engine: 'engine-0', request: `req-${i}`, generation: 0 };
+  }
+  const tickets = new Array(ring).fill(null);
+  const grant = { worker: 'bench-worker', grant: 'bench-grant' };
+  const ok = { ok: true };
+  const meta = Object.freeze({});
+
+  class BenchLease {
+    kind = 'lease';
+    slot = 0;
+    generation = 0;
+    meta = meta;
+    closed = false;
+    constructor(key, consumer, readiness) {
+      this.key = key;
+      this.consumer = consumer;
+      this.readiness = readiness;
+    }
+    close() {
+      this.closed = true;
+    }
+  }
+  const backend = { tryPinReady: (key, consumer, want) => new BenchLease(key, consumer, want.readiness) };
+  const coordinator = new WaitCoordinator({ backend, maxQueued: waiting + 1, maxWaiting: waiting + 1, historyLimit: HISTORY_LIMIT });
+
+  // Heap bytes per waiting consumer: what the coordinator holds for N waits,
+  // measured after full GCs; keys, consumers and the ticket array were
+  // allocated before the baseline, so they are not counted.
+  const heap = () => {
+    for (let i = 0; i < 4; i++) globalThis.gc();
+    return process.memoryUsage().heapUsed;
+  };
+  const before = heap();
+  for (let i = 0; i < waiting; i++) {
+    const admission = coordinator.onWait(consumers[i], keys[i]);
+    if (admission.status !== 'queued') throw new Error(`fill: expected queued, got ${admission.status}`);
+    tickets[i] = admission.ticket;
+  }
+  const after = heap();
+  const bytesPerWaiting = Math.round((after - before) / waiting);
+
+  let next = waiting; // ring index of the next new wait
+  let head = 0; // ring index of the oldest waiting consumer
+  const cycle = () => {
+    const admission = coordinator.onWait(consumers[next], keys[next]);
+    if (admission.status !== 'queued') throw new Error(`cycle: expected queued, got ${admission.status}`);
+    tickets[next] = admission.ticket;
+    next = next + 1 === ring ? 0 : next + 1;
+    const work = coordinator.beginNext(grant);
+    if (work === null || work.key !== keys[head]) throw new Error('cycle: beginNext did not issue the head of the FIFO');
+    if (coordinator.complete(work, ok) !== 'applied') throw new Error('cycle: completion was stale');
+    const wake = coordinator.onWake(tickets[head]);
+    if (wake.kind !== 'hit') throw new Error(`cycle: expected a hit, got ${wake.reason}`);
+    wake.lease.close();
+    tickets[head] = null;
+    head = head + 1 === ring ? 0 : head + 1;
+  };
+
+  const warmup = Math.min(cycles, 50_000);
+  for (let i = 0; i < warmup; i++) cycle();
+  let gcNs = 0;
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) gcNs += entry.duration * 1e6;
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < cycles; i++) cycle();
+  const elapsed = Number(process.hrtime.bigint() - start);
+  await new Promise((resolve) => setTimeout(resolve, 50)); // let the observer deliver
+  observer.disconnect();
+
+  const stats = coordinator.stats();
+  if (stats.waiting !== waiting || stats.queued !== waiting || stats.hits !== warmup + cycles || stats.inFlight !== 0) {
+    throw new Error(`bench miscounted: ${JSON.stringify(stats)}`);
+  }
+  return { waiting, cycle_ns: Math.round(elapsed / cycles), gc_ns: Math.round(gcNs / cycles), bytes_per_waiting: bytesPerWaiting };
+}
