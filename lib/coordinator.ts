@@ -147,6 +147,15 @@ const MISS_STALE = miss('stale-ticket');
 const MISS_BACKEND_ERROR = miss('backend-error');
 const MISS_IDENTITY = miss('identity-mismatch');
 const MISS_READINESS = miss('readiness-mismatch');
+/** Frozen misses by reason, shared so a wake allocates none for the reasons a backend usually gives. */
+const MISSES = new Map<string, Miss>(
+  [MISS_STALE, MISS_BACKEND_ERROR, MISS_IDENTITY, MISS_READINESS, ...[
+    'absent', 'preparing', 'evicting', 'contended', 'no-device-record', 'device-mismatch',
+    'arena-generation-mismatch', 'device-write-incomplete', 'invalid-target',
+  ].map(miss)].map((m) => [m.reason, m]),
+);
+/** Distinct miss reasons counted by name; a bound, since a backend chooses the strings. */
+const MAX_MISS_REASONS = 64;
 
 /**
  * The wait-queue coordinator: admits demand when an agent starts waiting,
@@ -255,7 +264,8 @@ export class WaitCoordinator {
       return this.#reject(REJECT_INVALID_TARGET);
     }
 
-    const slot = `${c.engine}\u0000${c.request}`;
+    // Length-prefixed, so no two (engine, request) pairs share a slot.
+    const slot = `${c.engine.length}:${c.engine}${c.request}`;
     const old = this.#byConsumer.get(slot);
     if (old !== undefined && c.generation < old.consumer.generation) return this.#reject(REJECT_STALE_GENERATION);
 
@@ -351,12 +361,14 @@ export class WaitCoordinator {
     const wait = typeof ticket === 'string' ? this.#byTicket.get(ticket) : undefined;
     if (wait === undefined) {
       this.#staleEvents++;
-      return this.#miss(MISS_STALE);
+      return this.#miss(MISS_STALE.reason);
     }
     this.#release(wait);
-    const result = this.#pin(wait);
-    this.#flushAbort();
-    return result;
+    try {
+      return this.#pin(wait);
+    } finally {
+      this.#flushAbort();
+    }
   }
 
   /** Removes that consumer only; shared work stays for the others. False for a stale ticket. */
@@ -461,9 +473,15 @@ export class WaitCoordinator {
     return admission;
   }
 
-  #miss(result: Miss): Miss {
-    this.#misses.set(result.reason, (this.#misses.get(result.reason) ?? 0) + 1);
-    return result;
+  /** Counts a miss by reason and returns it; reasons past the first 64 distinct ones count as `other`. */
+  #miss(reason: string): Miss {
+    let count = this.#misses.get(reason);
+    if (count === undefined && this.#misses.size >= MAX_MISS_REASONS) {
+      count = this.#misses.get('other');
+      reason = 'other';
+    }
+    this.#misses.set(reason, (count ?? 0) + 1);
+    return MISSES.get(reason) ?? miss(reason);
   }
 
   #createDemand(id: string, key: ArtifactKey, want: ReadinessRequest): Demand {
@@ -564,36 +582,51 @@ export class WaitCoordinator {
     this.#historySize--;
   }
 
-  /** Calls the backend with re-entry blocked, then checks what came back. */
+  /**
+   * Calls the backend and checks what came back, all with re-entry blocked:
+   * reading the result (a getter, a lease's close) may run backend code too.
+   * Never throws; whatever goes wrong is a miss `backend-error`.
+   */
   #pin(wait: Wait): WakeResult {
     const { demand } = wait;
-    let result: unknown;
+    let lease: Lease | null = null;
+    let reason: string;
     this.#inBackend = true;
     try {
-      result = this.#backend.tryPinReady(demand.key, wait.consumer, demand.want);
+      const result: unknown = this.#backend.tryPinReady(demand.key, wait.consumer, demand.want);
+      reason = MISS_BACKEND_ERROR.reason;
+      if (isObject(result)) {
+        const kind = result.kind;
+        if (kind === 'miss') {
+          const said = result.reason;
+          if (typeof said === 'string') reason = said;
+        } else if (kind === 'lease' && typeof result.close === 'function') {
+          lease = result as unknown as Lease;
+          if (!demand.key.equals(lease.key)) reason = MISS_IDENTITY.reason;
+          else if (lease.readiness !== demand.want.readiness) reason = MISS_READINESS.reason;
+          else reason = '';
+          if (reason !== '') closeQuietly(lease);
+        }
+      }
     } catch {
-      result = MISS_BACKEND_ERROR;
+      reason = MISS_BACKEND_ERROR.reason;
+      if (lease !== null) closeQuietly(lease);
     } finally {
       this.#inBackend = false;
     }
-    if (!isObject(result)) return this.#miss(MISS_BACKEND_ERROR);
-    if (result.kind === 'miss') {
-      return typeof result.reason === 'string' ? this.#miss(result as unknown as Miss) : this.#miss(MISS_BACKEND_ERROR);
+    if (reason === '') {
+      this.#hits++;
+      return { kind: 'hit', lease: lease! };
     }
-    if (result.kind !== 'lease' || typeof result.close !== 'function') return this.#miss(MISS_BACKEND_ERROR);
-    const lease = result as unknown as Lease;
-    if (!demand.key.equals(lease.key)) return this.#miss(this.#closeQuietly(lease, MISS_IDENTITY));
-    if (lease.readiness !== demand.want.readiness) return this.#miss(this.#closeQuietly(lease, MISS_READINESS));
-    this.#hits++;
-    return { kind: 'hit', lease };
+    return this.#miss(reason);
   }
+}
 
-  #closeQuietly(lease: Lease, result: Miss): Miss {
-    try {
-      lease.close();
-    } catch {
-      // The lease was refused either way; its close failing changes nothing here.
-    }
-    return result;
+/** Releases a lease the coordinator refuses; its close failing changes nothing here. */
+function closeQuietly(lease: Lease): void {
+  try {
+    lease.close();
+  } catch {
+    // The lease was refused either way.
   }
 }

@@ -1,0 +1,149 @@
+// A scripted run of the coordinator on this host: agents start tool-call
+// waits, compatible demand is deduplicated, one unit at a time is "prepared"
+// by a stand-in worker against an explicit grant, and wakes pin ready
+// artifacts or miss. Preparation here is a timer standing in for an external
+// worker (nothing is compressed, nothing is measured); the backend is the
+// in-memory test backend. Everything it prints comes from stats() and the
+// values the coordinator returned.
+import { InMemoryBackend, WaitCoordinator, artifactKey, implementation, implementationReason } from '../dist/index.js';
+
+const PREPARE_MS = 25;
+const SYSTEM_PROMPT_TOKENS = Array.from({ length: 14_000 }, (_, i) => (i * 7919) % 151_936);
+
+function key(task, extraTokens) {
+  return artifactKey({
+    source: {
+      snapshotKind: 'kv-page',
+      runtime: 'demo-runtime',
+      model: 'demo-model-8b',
+      adapter: 'none',
+      profile: 'bf16',
+      positionPolicy: 'absolute',
+      task,
+      namespace: 'demo',
+      tokenLayout: [...SYSTEM_PROMPT_TOKENS, ...extraTokens],
+    },
+    sourcePageGeneration: 0,
+    codec: 'none',
+    codecConfig: 'none',
+    representationVersion: 1,
+  });
+}
+
+export async function demo(args) {
+  const json = args.includes('--json');
+  const log = json ? () => {} : (line) => console.log(line);
+  const keys = {
+    sharedPrefix: key('coding', [1]),
+    sameTextOtherTask: key('review', [1]),
+    taskB: key('coding', [2, 3]),
+    a6Turn1: key('coding', [6]),
+    a6Turn2: key('coding', [6, 60]),
+    flaky: key('coding', [9]),
+    late: key('coding', [10]),
+  };
+  const names = new Map(Object.entries(keys).map(([name, k]) => [k.hex, name]));
+  const backend = new InMemoryBackend();
+  const coordinator = new WaitCoordinator({ backend, maxQueued: 4, maxWaiting: 16, historyLimit: 8 });
+  const grant = { worker: 'demo-worker', grant: 'demo-grant-1' };
+  const tickets = new Map();
+  const started = performance.now();
+  const at = () => `${String(Math.round(performance.now() - started)).padStart(4)} ms`;
+
+  const wait = (agent, generation, k) => {
+    const admission = coordinator.onWait({ engine: 'engine-0', request: agent, generation }, k);
+    if (admission.ticket !== undefined) tickets.set(`${agent}#${generation}`, admission.ticket);
+    log(`${at()}  ${agent} waits for ${names.get(k.hex)}: ${admission.status}${admission.reason ? ` (${admission.reason})` : ''}`);
+    pump();
+  };
+  const wake = (agent, generation) => {
+    const result = coordinator.onWake(tickets.get(`${agent}#${generation}`));
+    if (result.kind === 'hit') {
+      log(`${at()}  ${agent} wakes: hit, pinned slot ${result.lease.slot} (${result.lease.meta.bytes} bytes), lease closed after use`);
+      result.lease.close();
+    } else {
+      log(`${at()}  ${agent} wakes: miss (${result.reason}), engine takes its original path`);
+    }
+  };
+  const cancel = (agent, generation) => {
+    const removed = coordinator.onCancel(tickets.get(`${agent}#${generation}`));
+    log(`${at()}  ${agent} cancels: ${removed ? 'removed' : 'stale'}`);
+  };
+
+  // The stand-in worker: pulls a unit whenever none is in flight, "prepares"
+  // it off the event loop (a timer), publishes, and reports completion back
+  // on this thread.
+  function pump() {
+    const work = coordinator.beginNext(grant);
+    if (work === null) return;
+    log(`${at()}  worker takes ${names.get(work.key.hex)}`);
+    backend.markPreparing(work.key);
+    setTimeout(() => {
+      const ok = work.key !== keys.flaky;
+      if (ok) backend.publish(work.key, { bytes: 4096 * work.key.tokenCount });
+      else backend.evict(work.key);
+      const applied = coordinator.complete(work, ok ? { ok: true } : { ok: false, error: new Error('stand-in failure') });
+      log(`${at()}  worker ${ok ? 'published' : 'failed'} ${names.get(work.key.hex)} (${applied})`);
+      pump();
+    }, PREPARE_MS);
+  }
+
+  const script = [
+    [0, () => wait('a1', 0, keys.sharedPrefix)],
+    [0, () => wait('a2', 0, keys.sharedPrefix)],
+    [0, () => wait('a3', 0, keys.sharedPrefix)],
+    [0, () => wait('a4', 0, keys.taskB)],
+    [0, () => wait('a5', 0, keys.taskB)],
+    [0, () => wait('a6', 0, keys.a6Turn1)],
+    [0, () => wait('a7', 0, keys.sameTextOtherTask)],
+    [0, () => wait('a8', 0, keys.flaky)],
+    [0, () => wait('a9', 0, keys.late)],
+    [10, () => cancel('a3', 0)],
+    [35, () => wait('a6', 1, keys.a6Turn2)],
+    [40, () => wake('a6', 0)],
+    [45, () => wake('a1', 0)],
+    [50, () => wake('a2', 0)],
+    [60, () => wake('a7', 0)],
+    [160, () => wake('a4', 0)],
+    [165, () => wake('a5', 0)],
+    [170, () => wake('a6', 1)],
+    [175, () => wake('a8', 0)],
+    [180, () => wait('a10', 0, keys.flaky)],
+    [185, () => wake('a10', 0)],
+    [190, () => log(`${at()}  forget(flaky): ${coordinator.forget(keys.flaky)}`)],
+    [195, () => wait('a11', 0, keys.flaky)],
+    [200, () => cancel('a11', 0)],
+    [205, () => wait('a9', 0, keys.late)],
+    [205, () => wait('a9', 1, keys.late)],
+  ];
+  const t0 = performance.now();
+  for (const [ms, step] of script) {
+    const delay = ms - (performance.now() - t0);
+    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
+    step();
+  }
+  while (coordinator.stats().inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+  const closing = coordinator.shutdown();
+  const stats = coordinator.stats();
+  if (backend.leasesOpen !== 0) throw new Error(`demo left ${backend.leasesOpen} leases open`);
+  const summary = {
+    implementation,
+    implementationReason,
+    backend: 'in-memory (test backend; the shared-memory lease table arrives with its issue)',
+    drained: closing.drained,
+    stats,
+  };
+  if (json) {
+    process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
+    return;
+  }
+  const missText = Object.entries(stats.misses).map(([reason, n]) => `${reason} ${n}`).join(', ') || 'none';
+  console.log(`
+summary (stand-in preparation: a ${PREPARE_MS} ms timer; nothing here is a performance figure)
+  waits ${stats.waits}, of them dedup joins ${stats.joins}, overloaded ${stats.overloads}, rejected ${stats.rejected}
+  units issued ${stats.issued}: completed ${stats.completed}, failed ${stats.failed}, wasted ${stats.wasted}
+  wakes ${stats.wakes}: hits ${stats.hits}; misses: ${missText}
+  cancels ${stats.cancels}, stale events ${stats.staleEvents}, still waiting ${stats.waiting}, history ${stats.historySize}
+  shutdown drained: ${closing.drained}
+  native parts: ${implementation} (${implementationReason})`);
+}
