@@ -116,13 +116,25 @@ interface Demand {
   work: IssuedWorkTicket | null;
 }
 
-/** One admitted wait: a consumer bound to a demand under a ticket. */
-interface Wait {
-  readonly ticket: string;
-  readonly slot: string;
-  readonly consumer: Consumer;
-  readonly demand: Demand;
+/**
+ * One admitted wait: a consumer bound to a demand under a ticket. Records
+ * live in a slab and are reused; a ticket spells its record's slab index, so
+ * a wake finds its record without a hash lookup, and `ticket` (cleared when
+ * the record is freed, never reissued) tells a current ticket from a stale one.
+ */
+interface WaitRecord {
+  readonly index: number;
+  ticket: string;
+  engine: string;
+  request: string;
+  generation: number;
+  demand: Demand | null;
 }
+
+/** Base-36 digits that spell a slab index inside a ticket. */
+const INDEX_DIGITS = 6;
+/** The most consumers a coordinator can hold: slab indexes must fit INDEX_DIGITS base-36 digits. */
+const MAX_WAITING_LIMIT = 1_000_000_000;
 
 const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 
@@ -179,8 +191,12 @@ export class WaitCoordinator {
   #nextTicket = 0;
   #nextWork = 0;
 
-  readonly #byTicket = new Map<string, Wait>();
-  readonly #byConsumer = new Map<string, Wait>();
+  /** Wait records by slab index; `#freeSlots` holds the indexes of free ones. */
+  readonly #slab: WaitRecord[] = [];
+  readonly #freeSlots: number[] = [];
+  #waiting = 0;
+  /** The current wait of each (engine, request). */
+  readonly #byEngine = new Map<string, Map<string, WaitRecord>>();
   readonly #demands = new Map<string, Demand>();
   /** Device demand ids per key hex, so `forget(key)` finds them without a scan. */
   readonly #deviceIds = new Map<string, Set<string>>();
@@ -223,6 +239,9 @@ export class WaitCoordinator {
     this.#backend = backend;
     this.#maxQueued = nonNegativeInteger('options.maxQueued', options.maxQueued ?? 1024);
     this.#maxWaiting = nonNegativeInteger('options.maxWaiting', options.maxWaiting ?? 65536);
+    if (this.#maxWaiting > MAX_WAITING_LIMIT) {
+      throw invalidArgument('options.maxWaiting', `at most ${MAX_WAITING_LIMIT}`, options.maxWaiting);
+    }
     this.#historyLimit = nonNegativeInteger('options.historyLimit', options.historyLimit ?? 4096);
     if (options.now !== undefined && typeof options.now !== 'function') {
       throw invalidArgument('options.now', 'a function returning milliseconds', options.now);
@@ -264,10 +283,8 @@ export class WaitCoordinator {
       return this.#reject(REJECT_INVALID_TARGET);
     }
 
-    // Length-prefixed, so no two (engine, request) pairs share a slot.
-    const slot = `${c.engine.length}:${c.engine}${c.request}`;
-    const old = this.#byConsumer.get(slot);
-    if (old !== undefined && c.generation < old.consumer.generation) return this.#reject(REJECT_STALE_GENERATION);
+    const old = this.#byEngine.get(c.engine)?.get(c.request);
+    if (old !== undefined && c.generation < old.generation) return this.#reject(REJECT_STALE_GENERATION);
 
     // Decide first, against the bounds as they would stand after the swap;
     // change nothing unless the wait is admitted.
@@ -278,9 +295,9 @@ export class WaitCoordinator {
     else if (existing?.outcome) status = existing.outcome;
     else status = 'queued';
 
-    if (old === undefined && this.#byTicket.size + 1 > this.#maxWaiting) return this.#overload(OVERLOAD_WAITING);
+    if (old === undefined && this.#waiting + 1 > this.#maxWaiting) return this.#overload(OVERLOAD_WAITING);
     if (status === 'queued') {
-      const freed = old !== undefined && old.demand.state === QUEUED && old.demand.waiting === 1 ? 1 : 0;
+      const freed = old !== undefined && old.demand!.state === QUEUED && old.demand!.waiting === 1 ? 1 : 0;
       if (this.#queued + 1 - freed > this.#maxQueued) return this.#overload(OVERLOAD_QUEUE);
     }
 
@@ -291,10 +308,17 @@ export class WaitCoordinator {
     // identity keeps its unit (and its place in the queue).
     demand.waiting++;
     if (old !== undefined) this.#release(old);
-    const ticket = `${this.#prefix}${(this.#nextTicket++).toString(36)}`;
-    const wait: Wait = { ticket, slot, consumer: c, demand };
-    this.#byTicket.set(ticket, wait);
-    this.#byConsumer.set(slot, wait);
+    const record = this.#freeSlots.length > 0 ? this.#slab[this.#freeSlots.pop()!]! : this.#newRecord();
+    const ticket = `${this.#prefix}${record.index.toString(36).padStart(INDEX_DIGITS, '0')}${(this.#nextTicket++).toString(36)}`;
+    record.ticket = ticket;
+    record.engine = c.engine;
+    record.request = c.request;
+    record.generation = c.generation;
+    record.demand = demand;
+    let requests = this.#byEngine.get(c.engine);
+    if (requests === undefined) this.#byEngine.set(c.engine, (requests = new Map()));
+    requests.set(c.request, record);
+    this.#waiting++;
     const admission: WaitAdmission = { status, ticket };
     this.#flushAbort();
     return admission;
@@ -358,14 +382,16 @@ export class WaitCoordinator {
     this.#enter();
     if (typeof ticket !== 'string' && typeof ticket !== 'bigint') throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
     this.#wakes++;
-    const wait = typeof ticket === 'string' ? this.#byTicket.get(ticket) : undefined;
-    if (wait === undefined) {
+    const record = this.#find(ticket);
+    if (record === undefined) {
       this.#staleEvents++;
       return this.#miss(MISS_STALE.reason);
     }
-    this.#release(wait);
+    const { key, want } = record.demand!;
+    const consumer: Consumer = Object.freeze({ engine: record.engine, request: record.request, generation: record.generation });
+    this.#release(record);
     try {
-      return this.#pin(wait);
+      return this.#pin(key, want, consumer);
     } finally {
       this.#flushAbort();
     }
@@ -375,12 +401,12 @@ export class WaitCoordinator {
   onCancel(ticket: string): boolean {
     this.#enter();
     if (typeof ticket !== 'string' && typeof ticket !== 'bigint') throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
-    const wait = typeof ticket === 'string' ? this.#byTicket.get(ticket) : undefined;
-    if (wait === undefined) {
+    const record = this.#find(ticket);
+    if (record === undefined) {
       this.#staleEvents++;
       return false;
     }
-    this.#release(wait);
+    this.#release(record);
     this.#cancels++;
     this.#flushAbort();
     return true;
@@ -444,7 +470,7 @@ export class WaitCoordinator {
       staleEvents: this.#staleEvents,
       overloads: this.#overloads,
       rejected: this.#rejected,
-      waiting: this.#byTicket.size,
+      waiting: this.#waiting,
       historySize: this.#historySize,
     };
   }
@@ -525,11 +551,38 @@ export class WaitCoordinator {
     this.#queued--;
   }
 
-  /** The consumer leaves: its ticket goes stale and it stops counting toward its unit. */
-  #release(wait: Wait): void {
-    this.#byTicket.delete(wait.ticket);
-    if (this.#byConsumer.get(wait.slot) === wait) this.#byConsumer.delete(wait.slot);
-    const demand = wait.demand;
+  #newRecord(): WaitRecord {
+    const record: WaitRecord = { index: this.#slab.length, ticket: '', engine: '', request: '', generation: 0, demand: null };
+    this.#slab.push(record);
+    return record;
+  }
+
+  /** The current wait a ticket names, or `undefined` for a stale, foreign or malformed one. */
+  #find(ticket: string | bigint): WaitRecord | undefined {
+    const prefix = this.#prefix;
+    const at = prefix.length;
+    if (typeof ticket !== 'string' || ticket.length <= at + INDEX_DIGITS || !ticket.startsWith(prefix)) return undefined;
+    let index = 0;
+    for (let i = at; i < at + INDEX_DIGITS; i++) {
+      const ch = ticket.charCodeAt(i);
+      const digit = ch >= 48 && ch <= 57 ? ch - 48 : ch >= 97 && ch <= 122 ? ch - 87 : -1;
+      if (digit < 0) return undefined;
+      index = index * 36 + digit;
+    }
+    const record = this.#slab[index];
+    return record !== undefined && record.ticket === ticket ? record : undefined;
+  }
+
+  /** The consumer leaves: its ticket goes stale, its record is freed, and it stops counting toward its unit. */
+  #release(record: WaitRecord): void {
+    const requests = this.#byEngine.get(record.engine)!;
+    requests.delete(record.request);
+    if (requests.size === 0) this.#byEngine.delete(record.engine);
+    const demand = record.demand!;
+    record.ticket = record.engine = record.request = '';
+    record.demand = null;
+    this.#freeSlots.push(record.index);
+    this.#waiting--;
     if (--demand.waiting > 0) return;
     if (demand.state === QUEUED) this.#unlink(demand);
     else if (demand.state === IN_FLIGHT) this.#pendingAbort = demand.work;
@@ -587,13 +640,12 @@ export class WaitCoordinator {
    * reading the result (a getter, a lease's close) may run backend code too.
    * Never throws; whatever goes wrong is a miss `backend-error`.
    */
-  #pin(wait: Wait): WakeResult {
-    const { demand } = wait;
+  #pin(key: ArtifactKey, want: ReadinessRequest, consumer: Consumer): WakeResult {
     let lease: Lease | null = null;
     let reason: string;
     this.#inBackend = true;
     try {
-      const result: unknown = this.#backend.tryPinReady(demand.key, wait.consumer, demand.want);
+      const result: unknown = this.#backend.tryPinReady(key, consumer, want);
       reason = MISS_BACKEND_ERROR.reason;
       if (isObject(result)) {
         const kind = result.kind;
@@ -602,8 +654,8 @@ export class WaitCoordinator {
           if (typeof said === 'string') reason = said;
         } else if (kind === 'lease' && typeof result.close === 'function') {
           lease = result as unknown as Lease;
-          if (!demand.key.equals(lease.key)) reason = MISS_IDENTITY.reason;
-          else if (lease.readiness !== demand.want.readiness) reason = MISS_READINESS.reason;
+          if (!key.equals(lease.key)) reason = MISS_IDENTITY.reason;
+          else if (lease.readiness !== want.readiness) reason = MISS_READINESS.reason;
           else reason = '';
           if (reason !== '') closeQuietly(lease);
         }
