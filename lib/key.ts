@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { WaitprepError, describe } from './errors.js';
 
 /**
@@ -61,6 +61,9 @@ export const KEY_FIELD_TAGS = Object.freeze({
   representationVersion: 0x0e,
 });
 
+/** The `extra` of every key that has none (an empty `extra` is the same key). */
+const NO_EXTRA: Readonly<Record<string, string>> = Object.freeze(Object.create(null) as Record<string, string>);
+
 const SOURCE_STRING_FIELDS = [
   'snapshotKind',
   'runtime',
@@ -77,6 +80,12 @@ const U64_MAX = (1n << 64n) - 1n;
 const U32_MAX = 0xffff_ffff;
 
 const constructing = Symbol('waitprep.artifactKey');
+
+/** One-shot SHA-256: `crypto.hash` where Node has it (20.12+), else a Hash object. */
+const sha256: (data: Buffer) => Buffer =
+  typeof (crypto as { hash?: unknown }).hash === 'function'
+    ? (data) => (crypto as unknown as { hash(alg: string, data: Buffer, enc: 'buffer'): Buffer }).hash('sha256', data, 'buffer')
+    : (data) => crypto.createHash('sha256').update(data).digest();
 
 /**
  * An immutable, validated artifact identity with its SHA-256 digest, computed
@@ -144,7 +153,7 @@ interface Validated {
  */
 export function artifactKey(fields: ArtifactKeyFields): ArtifactKey {
   const v = validate(fields);
-  const digest = new Uint8Array(createHash('sha256').update(encodeValidated(v)).digest());
+  const digest = new Uint8Array(sha256(encodeValidated(v)));
   return new ArtifactKey(constructing, v, digest);
 }
 
@@ -219,21 +228,28 @@ function tokenLayout(value: unknown): Uint32Array {
 
 function validate(fields: unknown): Validated {
   if (!isPlainObject(fields)) return fail('fields', 'an object of key fields', fields);
-  for (const name of Object.keys(fields)) {
-    if (!TOP_FIELDS.has(name)) fail(name, 'absent (unknown key field)', fields[name]);
+  for (const name in fields) {
+    if (Object.hasOwn(fields, name) && !TOP_FIELDS.has(name)) fail(name, 'absent (unknown key field)', fields[name]);
   }
   const src = fields.source;
   if (!isPlainObject(src)) return fail('source', 'an object with the runtime source key', src);
-  for (const name of Object.keys(src)) {
-    if (!SOURCE_FIELDS.has(name)) fail(`source.${name}`, 'absent (unknown source field)', src[name]);
+  for (const name in src) {
+    if (Object.hasOwn(src, name) && !SOURCE_FIELDS.has(name)) fail(`source.${name}`, 'absent (unknown source field)', src[name]);
   }
-  const strings = {} as Record<(typeof SOURCE_STRING_FIELDS)[number], string>;
-  for (const name of SOURCE_STRING_FIELDS) strings[name] = identityString(`source.${name}`, src[name]);
+  // Field by field, in encoding order, so the first bad field is the one named.
+  const snapshotKind = identityString('source.snapshotKind', src.snapshotKind);
+  const runtime = identityString('source.runtime', src.runtime);
+  const model = identityString('source.model', src.model);
+  const adapter = identityString('source.adapter', src.adapter);
+  const profile = identityString('source.profile', src.profile);
+  const positionPolicy = identityString('source.positionPolicy', src.positionPolicy);
+  const task = identityString('source.task', src.task);
+  const namespace = identityString('source.namespace', src.namespace);
   const tokens = tokenLayout(src.tokenLayout);
 
-  const extra: Record<string, string> = Object.create(null);
+  let extra: Record<string, string> = NO_EXTRA;
   const extraEntries: Array<[Buffer, Buffer]> = [];
-  if (src.extra !== undefined) {
+  if (src.extra !== undefined && (!isPlainObject(src.extra) || Object.keys(src.extra).length > 0)) {
     if (!isPlainObject(src.extra)) fail('source.extra', 'an object of string -> string', src.extra);
     for (const [name, value] of Object.entries(src.extra as Record<string, unknown>)) {
       identityString('source.extra (a name)', name);
@@ -243,12 +259,13 @@ function validate(fields: unknown): Validated {
     // Sorted by the UTF-8 bytes of the name (= Unicode code point order), so a
     // runtime in any language sorts the same way.
     extraEntries.sort((a, b) => Buffer.compare(a[0], b[0]));
+    extra = Object.create(null) as Record<string, string>;
     for (const [name, value] of extraEntries) extra[name.toString('utf8')] = value.toString('utf8');
+    Object.freeze(extra);
   }
-  Object.freeze(extra);
 
   return {
-    source: Object.freeze({ ...strings, extra }),
+    source: Object.freeze({ snapshotKind, runtime, model, adapter, profile, positionPolicy, task, namespace, extra }),
     tokens,
     extraEntries,
     sourcePageGeneration: u64('sourcePageGeneration', fields.sourcePageGeneration),
@@ -260,10 +277,25 @@ function validate(fields: unknown): Validated {
 
 /** Header of one field: tag (u8) and payload length (u32 little-endian). */
 const FIELD_HEADER = 5;
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
 
+/** UTF-8 length of a well-formed string; ASCII (the usual case) without a call into the runtime. */
+function utf8Length(str: string): number {
+  for (let i = 0; i < str.length; i++) {
+    if (str.charCodeAt(i) >= 0x80) return Buffer.byteLength(str, 'utf8');
+  }
+  return str.length;
+}
+
+/**
+ * Writes the canonical encoding in one pass into one buffer. Field order and
+ * layout are docs/key-encoding.md; small helpers write bytes by hand because
+ * most fields are short ASCII strings, where Buffer's methods cost more than
+ * the bytes.
+ */
 function encodeValidated(v: Validated): Buffer {
   const s = v.source;
-  const stringPayloads: Array<[number, string]> = [
+  const strings: Array<[number, string]> = [
     [KEY_FIELD_TAGS.snapshotKind, s.snapshotKind],
     [KEY_FIELD_TAGS.runtime, s.runtime],
     [KEY_FIELD_TAGS.model, s.model],
@@ -273,55 +305,69 @@ function encodeValidated(v: Validated): Buffer {
     [KEY_FIELD_TAGS.task, s.task],
     [KEY_FIELD_TAGS.namespace, s.namespace],
   ];
+  const lengths = strings.map(([, str]) => utf8Length(str));
+  const codecLength = utf8Length(v.codec);
+  const codecConfigLength = utf8Length(v.codecConfig);
   let extraLength = 0;
   for (const [name, value] of v.extraEntries) extraLength += 8 + name.length + value.length;
-  let total = KEY_ENCODING_MAGIC.length;
-  for (const [, str] of stringPayloads) total += FIELD_HEADER + Buffer.byteLength(str, 'utf8');
-  total += FIELD_HEADER + v.tokens.length * 4;
-  total += FIELD_HEADER + extraLength;
-  total += FIELD_HEADER + 8;
-  total += FIELD_HEADER + Buffer.byteLength(v.codec, 'utf8');
-  total += FIELD_HEADER + Buffer.byteLength(v.codecConfig, 'utf8');
-  total += FIELD_HEADER + 8;
   if (extraLength > U32_MAX) fail('source.extra', 'at most 2^32-1 encoded bytes', v.source.extra);
+  for (const length of [...lengths, codecLength, codecConfigLength]) {
+    if (length > U32_MAX) fail('string field', 'at most 2^32-1 UTF-8 bytes', length);
+  }
 
+  let total = KEY_ENCODING_MAGIC.length + 14 * FIELD_HEADER + v.tokens.length * 4 + extraLength + 16 + codecLength + codecConfigLength;
+  for (const length of lengths) total += length;
   const out = Buffer.allocUnsafe(total);
-  let at = 0;
-  out.set(KEY_ENCODING_MAGIC, at);
-  at += KEY_ENCODING_MAGIC.length;
+  out.set(KEY_ENCODING_MAGIC, 0);
+  let at = KEY_ENCODING_MAGIC.length;
+
+  const u32 = (value: number): void => {
+    out[at] = value & 0xff;
+    out[at + 1] = (value >>> 8) & 0xff;
+    out[at + 2] = (value >>> 16) & 0xff;
+    out[at + 3] = (value >>> 24) & 0xff;
+    at += 4;
+  };
   const header = (tag: number, length: number): void => {
-    out.writeUInt8(tag, at);
-    out.writeUInt32LE(length, at + 1);
-    at += FIELD_HEADER;
+    out[at++] = tag;
+    u32(length);
   };
-  const string = (tag: number, str: string): void => {
-    const length = Buffer.byteLength(str, 'utf8');
-    if (length > U32_MAX) fail('string field', 'at most 2^32-1 UTF-8 bytes', str);
+  const string = (tag: number, str: string, length: number): void => {
     header(tag, length);
-    at += out.write(str, at, 'utf8');
+    if (length === str.length) {
+      for (let i = 0; i < length; i++) out[at + i] = str.charCodeAt(i);
+      at += length;
+    } else {
+      at += out.write(str, at, 'utf8');
+    }
   };
-  const u64le = (tag: number, value: bigint): void => {
+  const u64 = (tag: number, value: bigint): void => {
     header(tag, 8);
-    out.writeBigUInt64LE(value, at);
-    at += 8;
+    u32(Number(value & 0xffff_ffffn));
+    u32(Number(value >> 32n));
   };
 
-  for (const [tag, str] of stringPayloads) string(tag, str);
+  for (let i = 0; i < strings.length; i++) string(strings[i]![0], strings[i]![1], lengths[i]!);
   header(KEY_FIELD_TAGS.tokenLayout, v.tokens.length * 4);
-  for (let i = 0; i < v.tokens.length; i++, at += 4) out.writeUInt32LE(v.tokens[i]!, at);
+  if (LITTLE_ENDIAN && v.tokens.length > 64) {
+    out.set(new Uint8Array(v.tokens.buffer, v.tokens.byteOffset, v.tokens.byteLength), at);
+    at += v.tokens.byteLength;
+  } else {
+    for (let i = 0; i < v.tokens.length; i++) u32(v.tokens[i]!);
+  }
   header(KEY_FIELD_TAGS.extra, extraLength);
   for (const [name, value] of v.extraEntries) {
-    out.writeUInt32LE(name.length, at);
-    out.set(name, at + 4);
-    at += 4 + name.length;
-    out.writeUInt32LE(value.length, at);
-    out.set(value, at + 4);
-    at += 4 + value.length;
+    u32(name.length);
+    out.set(name, at);
+    at += name.length;
+    u32(value.length);
+    out.set(value, at);
+    at += value.length;
   }
-  u64le(KEY_FIELD_TAGS.sourcePageGeneration, v.sourcePageGeneration);
-  string(KEY_FIELD_TAGS.codec, v.codec);
-  string(KEY_FIELD_TAGS.codecConfig, v.codecConfig);
-  u64le(KEY_FIELD_TAGS.representationVersion, v.representationVersion);
+  u64(KEY_FIELD_TAGS.sourcePageGeneration, v.sourcePageGeneration);
+  string(KEY_FIELD_TAGS.codec, v.codec, codecLength);
+  string(KEY_FIELD_TAGS.codecConfig, v.codecConfig, codecConfigLength);
+  u64(KEY_FIELD_TAGS.representationVersion, v.representationVersion);
   if (at !== total) throw new Error(`waitprep internal: key encoding wrote ${at} of ${total} bytes`);
   return out;
 }
