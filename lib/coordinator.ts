@@ -26,21 +26,24 @@ import type {
   WorkTicket,
 } from './types.js';
 
+/** Options of {@link WaitCoordinator}. Every bound is explicit; unknown options are rejected. */
 export interface WaitCoordinatorOptions {
   /** Where wakes pin ready artifacts. */
   backend: ArtifactBackend;
-  /** Most units waiting in the FIFO (inclusive). Default 1024. */
-  maxQueued?: number;
-  /** Most consumers waiting at once (inclusive). Default 65536. */
-  maxWaiting?: number;
-  /** Most terminal (completed/failed) entries remembered; oldest go first; 0 keeps none. Default 4096. */
-  historyLimit?: number;
+  /** Most units waiting in the FIFO (inclusive). */
+  maxQueued: number;
+  /** Most consumers waiting at once (inclusive), at most 1,000,000,000. */
+  maxWaiting: number;
+  /** Most terminal (completed/failed) entries remembered; oldest go first; 0 keeps none. */
+  historyLimit: number;
   /** Clock in milliseconds for `WorkTicket.issuedAt`. Default `performance.now`. */
   now?: () => number;
 }
 
 /** Fires a ticket's abort (module-private: only the coordinator aborts units). */
 let abortIssuedWork: (work: IssuedWorkTicket) => void;
+/** Whether a ticket's abort has fired. */
+let wasAborted: (work: IssuedWorkTicket) => boolean;
 
 /**
  * A unit as the coordinator issued it. Its `signal` is made on first read:
@@ -49,10 +52,15 @@ let abortIssuedWork: (work: IssuedWorkTicket) => void;
  * already-aborted signal, so nothing is lost either way.
  */
 export class IssuedWorkTicket implements WorkTicket {
+  /** Unique per coordinator, never reused; `complete` matches on it. */
   readonly id: string;
+  /** The artifact to prepare: one complete, independently publishable unit. */
   readonly key: ArtifactKey;
+  /** The readiness the consumers asked for. */
   readonly readiness: Readiness;
+  /** The device target for `readiness: 'device'`, else `null`. */
   readonly target: DeviceTarget | null;
+  /** The grant this unit was issued against (a frozen copy). */
   readonly grant: ResourceGrant;
   /** `now()` when `beginNext` issued it. */
   readonly issuedAt: number;
@@ -80,6 +88,7 @@ export class IssuedWorkTicket implements WorkTicket {
   }
 
   static {
+    wasAborted = (work) => work.#aborted;
     abortIssuedWork = (work) => {
       if (work.#aborted) return;
       work.#aborted = true;
@@ -131,12 +140,19 @@ interface WaitRecord {
   demand: Demand | null;
 }
 
+const OPTION_NAMES = new Set(['backend', 'maxQueued', 'maxWaiting', 'historyLimit', 'now']);
+
 /** Base-36 digits that spell a slab index inside a ticket. */
 const INDEX_DIGITS = 6;
 /** The most consumers a coordinator can hold: slab indexes must fit INDEX_DIGITS base-36 digits. */
 const MAX_WAITING_LIMIT = 1_000_000_000;
 
 const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
+
+/** A consumer waits on it, or it is queued or in flight. */
+function isBusy(demand: Demand): boolean {
+  return demand.waiting > 0 || demand.state !== IDLE;
+}
 
 function rejected(reason: string): WaitAdmission {
   return Object.freeze({ status: 'rejected', reason });
@@ -198,8 +214,12 @@ export class WaitCoordinator {
   /** The current wait of each (engine, request). */
   readonly #byEngine = new Map<string, Map<string, WaitRecord>>();
   readonly #demands = new Map<string, Demand>();
-  /** Device demand ids per key hex, so `forget(key)` finds them without a scan. */
-  readonly #deviceIds = new Map<string, Set<string>>();
+  /**
+   * Per key hex, its device demands and how many of them are busy (a consumer
+   * waits, or it is queued or in flight), so `forget(key)` decides in O(1) and
+   * then touches only idle demands, which exist only while history holds them.
+   */
+  readonly #deviceKeys = new Map<string, { ids: Set<string>; busy: number }>();
   /** Terminal entries: a list from oldest to newest. */
   #oldest: Demand | null = null;
   #newest: Demand | null = null;
@@ -230,6 +250,7 @@ export class WaitCoordinator {
   #overloads = 0;
   #rejected = 0;
 
+  /** Throws `ERR_INVALID_ARGUMENT` for a missing backend or bound, a bad value, or an unknown option. */
   constructor(options: WaitCoordinatorOptions) {
     if (!isObject(options)) throw invalidArgument('options', 'an object { backend, maxQueued, maxWaiting, historyLimit }', options);
     const { backend } = options;
@@ -237,12 +258,15 @@ export class WaitCoordinator {
       throw invalidArgument('options.backend', 'an ArtifactBackend with a tryPinReady(key, consumer, want) method', backend);
     }
     this.#backend = backend;
-    this.#maxQueued = nonNegativeInteger('options.maxQueued', options.maxQueued ?? 1024);
-    this.#maxWaiting = nonNegativeInteger('options.maxWaiting', options.maxWaiting ?? 65536);
+    for (const name of Object.keys(options)) {
+      if (!OPTION_NAMES.has(name)) throw invalidArgument(`options.${name}`, `absent (known options: ${[...OPTION_NAMES].join(', ')})`, options[name as keyof WaitCoordinatorOptions]);
+    }
+    this.#maxQueued = nonNegativeInteger('options.maxQueued', options.maxQueued);
+    this.#maxWaiting = nonNegativeInteger('options.maxWaiting', options.maxWaiting);
     if (this.#maxWaiting > MAX_WAITING_LIMIT) {
       throw invalidArgument('options.maxWaiting', `at most ${MAX_WAITING_LIMIT}`, options.maxWaiting);
     }
-    this.#historyLimit = nonNegativeInteger('options.historyLimit', options.historyLimit ?? 4096);
+    this.#historyLimit = nonNegativeInteger('options.historyLimit', options.historyLimit);
     if (options.now !== undefined && typeof options.now !== 'function') {
       throw invalidArgument('options.now', 'a function returning milliseconds', options.now);
     }
@@ -258,12 +282,12 @@ export class WaitCoordinator {
    */
   onWait(consumer: Consumer, key: ArtifactKey, opts?: WaitOptions): WaitAdmission {
     this.#enter();
+    this.#waits++;
     const c = checkConsumer(consumer);
     if (!isArtifactKey(key)) {
       throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
     }
     if (opts !== undefined && !isObject(opts)) throw invalidArgument('opts', 'an object { readiness?, target? }', opts);
-    this.#waits++;
     if (this.#closed) return this.#reject(REJECT_SHUTDOWN);
 
     let want: ReadinessRequest = HOST;
@@ -302,11 +326,13 @@ export class WaitCoordinator {
     }
 
     const demand = existing ?? this.#createDemand(id, key, want);
+    const wasBusy = isBusy(demand);
     if (status === 'queued') this.#enqueue(demand);
     else if (status === 'joined' || status === 'in-flight') this.#joins++;
     // Join before the old wait leaves, so replacing a wait with the same
     // identity keeps its unit (and its place in the queue).
     demand.waiting++;
+    this.#noteBusy(demand, wasBusy);
     if (old !== undefined) this.#release(old);
     const record = this.#freeSlots.length > 0 ? this.#slab[this.#freeSlots.pop()!]! : this.#newRecord();
     const ticket = `${this.#prefix}${record.index.toString(36).padStart(INDEX_DIGITS, '0')}${(this.#nextTicket++).toString(36)}`;
@@ -361,16 +387,25 @@ export class WaitCoordinator {
       this.#staleEvents++;
       return 'stale';
     }
+    const work0 = demand.work;
     this.#inFlight = null;
-    demand.state = IDLE;
     demand.work = null;
+    const wasBusy = isBusy(demand);
+    demand.state = IDLE;
+    this.#noteBusy(demand, wasBusy);
     if (outcome.ok) {
       this.#completed++;
       if (demand.waiting === 0) this.#wasted++;
+      this.#remember(demand, 'completed');
     } else {
       this.#failed++;
+      // A unit whose signal was aborted (its consumers all left) and that then
+      // reports failure most likely stopped at its safe boundary: that is not
+      // evidence against the key, so it leaves no 'failed' history, and a later
+      // wait queues it again. A genuine failure is remembered as 'failed'.
+      if (wasAborted(work0)) this.#dropIfUnused(demand);
+      else this.#remember(demand, 'failed');
     }
-    this.#remember(demand, outcome.ok ? 'completed' : 'failed');
     return 'applied';
   }
 
@@ -422,21 +457,15 @@ export class WaitCoordinator {
     if (!isArtifactKey(key)) {
       throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
     }
-    const ids = [key.hex, ...(this.#deviceIds.get(key.hex) ?? [])];
-    const found: Demand[] = [];
-    for (const id of ids) {
-      const demand = this.#demands.get(id);
-      if (demand === undefined) continue;
-      if (demand.waiting > 0 || demand.state !== IDLE) return false;
-      found.push(demand);
-    }
+    const host = this.#demands.get(key.hex);
+    const device = this.#deviceKeys.get(key.hex);
+    if ((host !== undefined && isBusy(host)) || (device !== undefined && device.busy > 0)) return false;
     let discarded = false;
-    for (const demand of found) {
-      if (demand.outcome !== null) {
-        this.#unremember(demand);
-        discarded = true;
-      }
+    for (const demand of [host, ...[...(device?.ids ?? [])].map((id) => this.#demands.get(id))]) {
+      if (demand === undefined || demand.outcome === null) continue;
+      this.#unremember(demand);
       this.#dropIfUnused(demand);
+      discarded = true;
     }
     return discarded;
   }
@@ -475,6 +504,14 @@ export class WaitCoordinator {
     };
   }
 
+  /**
+   * The unit in flight, or `null`: for a driver that lost its ticket (a worker
+   * crashed) and must still report it with `complete`.
+   */
+  get inFlight(): IssuedWorkTicket | null {
+    return this.#inFlight?.work ?? null;
+  }
+
   /** True once `shutdown()` has been called. */
   get closed(): boolean {
     return this.#closed;
@@ -499,14 +536,14 @@ export class WaitCoordinator {
     return admission;
   }
 
-  /** Counts a miss by reason and returns it; reasons past the first 64 distinct ones count as `other`. */
+  /**
+   * Counts a miss by reason and returns it. `stats().misses` names at most 64
+   * distinct reasons (a backend chooses the strings); later new ones are
+   * counted under `other`. The returned miss always carries the real reason.
+   */
   #miss(reason: string): Miss {
-    let count = this.#misses.get(reason);
-    if (count === undefined && this.#misses.size >= MAX_MISS_REASONS) {
-      count = this.#misses.get('other');
-      reason = 'other';
-    }
-    this.#misses.set(reason, (count ?? 0) + 1);
+    const counted = this.#misses.has(reason) || this.#misses.size < MAX_MISS_REASONS ? reason : 'other';
+    this.#misses.set(counted, (this.#misses.get(counted) ?? 0) + 1);
     return MISSES.get(reason) ?? miss(reason);
   }
 
@@ -514,20 +551,27 @@ export class WaitCoordinator {
     const demand: Demand = { id, key, want, waiting: 0, state: IDLE, outcome: null, prev: null, next: null, older: null, newer: null, work: null };
     this.#demands.set(id, demand);
     if (want.readiness === 'device') {
-      let ids = this.#deviceIds.get(key.hex);
-      if (ids === undefined) this.#deviceIds.set(key.hex, (ids = new Set()));
-      ids.add(id);
+      let index = this.#deviceKeys.get(key.hex);
+      if (index === undefined) this.#deviceKeys.set(key.hex, (index = { ids: new Set(), busy: 0 }));
+      index.ids.add(id);
     }
     return demand;
+  }
+
+  /** Keeps a device key's busy count right after `demand` changed; `wasBusy` is how it stood before. */
+  #noteBusy(demand: Demand, wasBusy: boolean): void {
+    if (demand.want.readiness !== 'device') return;
+    const busy = isBusy(demand);
+    if (busy !== wasBusy) this.#deviceKeys.get(demand.key.hex)!.busy += busy ? 1 : -1;
   }
 
   #dropIfUnused(demand: Demand): void {
     if (demand.waiting > 0 || demand.state !== IDLE || demand.outcome !== null) return;
     this.#demands.delete(demand.id);
     if (demand.want.readiness === 'device') {
-      const ids = this.#deviceIds.get(demand.key.hex);
-      ids?.delete(demand.id);
-      if (ids?.size === 0) this.#deviceIds.delete(demand.key.hex);
+      const index = this.#deviceKeys.get(demand.key.hex)!;
+      index.ids.delete(demand.id);
+      if (index.ids.size === 0) this.#deviceKeys.delete(demand.key.hex);
     }
   }
 
@@ -586,6 +630,7 @@ export class WaitCoordinator {
     if (--demand.waiting > 0) return;
     if (demand.state === QUEUED) this.#unlink(demand);
     else if (demand.state === IN_FLIGHT) this.#pendingAbort = demand.work;
+    this.#noteBusy(demand, true);
     this.#dropIfUnused(demand);
   }
 
@@ -642,22 +687,19 @@ export class WaitCoordinator {
    */
   #pin(key: ArtifactKey, want: ReadinessRequest, consumer: Consumer): WakeResult {
     let lease: Lease | null = null;
-    let reason: string;
+    let reason: string | null = MISS_BACKEND_ERROR.reason;
     this.#inBackend = true;
     try {
       const result: unknown = this.#backend.tryPinReady(key, consumer, want);
-      reason = MISS_BACKEND_ERROR.reason;
       if (isObject(result)) {
         const kind = result.kind;
         if (kind === 'miss') {
           const said = result.reason;
-          if (typeof said === 'string') reason = said;
+          if (typeof said === 'string' && said.length > 0) reason = said;
         } else if (kind === 'lease' && typeof result.close === 'function') {
           lease = result as unknown as Lease;
-          if (!key.equals(lease.key)) reason = MISS_IDENTITY.reason;
-          else if (lease.readiness !== want.readiness) reason = MISS_READINESS.reason;
-          else reason = '';
-          if (reason !== '') closeQuietly(lease);
+          reason = leaseProblem(lease, key, want, consumer);
+          if (reason !== null) closeQuietly(lease);
         }
       }
     } catch {
@@ -666,12 +708,33 @@ export class WaitCoordinator {
     } finally {
       this.#inBackend = false;
     }
-    if (reason === '') {
+    if (reason === null) {
       this.#hits++;
       return { kind: 'hit', lease: lease! };
     }
     return this.#miss(reason);
   }
+}
+
+/**
+ * Why a lease the backend returned cannot be handed to the engine, or `null`
+ * when it can: it must be open, name this key, readiness and consumer, and
+ * carry a slot, generation and metadata.
+ */
+function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, consumer: Consumer): string | null {
+  if (!key.equals(lease.key)) return MISS_IDENTITY.reason;
+  if (lease.readiness !== want.readiness) return MISS_READINESS.reason;
+  const owner = lease.consumer;
+  const wellFormed =
+    lease.closed === false &&
+    typeof lease.slot === 'number' &&
+    (typeof lease.generation === 'number' || typeof lease.generation === 'bigint') &&
+    isObject(lease.meta) &&
+    isObject(owner) &&
+    owner.engine === consumer.engine &&
+    owner.request === consumer.request &&
+    owner.generation === consumer.generation;
+  return wellFormed ? null : MISS_BACKEND_ERROR.reason;
 }
 
 /** Releases a lease the coordinator refuses; its close failing changes nothing here. */

@@ -1,7 +1,4 @@
-/**
- * Every error waitprep throws. `code` is a stable string (`ERR_…`); match on it,
- * never on the message. A miss is a value, never an error.
- */
+/** The stable codes of {@link WaitprepError}. */
 export type WaitprepErrorCode =
   | 'ERR_INVALID_KEY'
   | 'ERR_INVALID_ARGUMENT'
@@ -9,6 +6,10 @@ export type WaitprepErrorCode =
   | 'ERR_WRONG_THREAD'
   | 'ERR_REENTRANT';
 
+/**
+ * Every error waitprep throws. `code` is a stable string (`ERR_…`); match on it,
+ * never on the message. A miss is a value, never an error.
+ */
 export class WaitprepError extends Error {
   /** Stable machine-readable code. */
   readonly code: WaitprepErrorCode;

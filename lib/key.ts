@@ -81,6 +81,9 @@ const U32_MAX = 0xffff_ffff;
 
 const constructing = Symbol('waitprep.artifactKey');
 
+/** The key's own digest bytes, without a copy: for the lease table's pin path. Never hand it out. */
+export let keyDigestBytes: (key: ArtifactKey) => Uint8Array;
+
 /** One-shot SHA-256: `crypto.hash` where Node has it (20.12+), else a Hash object. */
 const sha256: (data: Buffer) => Buffer =
   typeof (crypto as { hash?: unknown }).hash === 'function'
@@ -100,8 +103,7 @@ export class ArtifactKey {
   readonly representationVersion: bigint;
   /** Number of tokens in the layout. */
   readonly tokenCount: number;
-  /** SHA-256 of the canonical encoding (32 bytes). Treat as read-only. */
-  readonly digest: Uint8Array;
+  readonly #digest: Uint8Array;
   /** The digest as 64 lowercase hex characters: a string id for maps and logs. */
   readonly hex: string;
   readonly #tokens: Uint32Array;
@@ -116,9 +118,18 @@ export class ArtifactKey {
     this.representationVersion = v.representationVersion;
     this.tokenCount = v.tokens.length;
     this.#tokens = v.tokens;
-    this.digest = digest;
+    this.#digest = digest;
     this.hex = Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength).toString('hex');
     Object.freeze(this);
+  }
+
+  /** SHA-256 of the canonical encoding: a fresh 32-byte copy on each read, so the key stays immutable. */
+  get digest(): Uint8Array {
+    return this.#digest.slice();
+  }
+
+  static {
+    keyDigestBytes = (key) => key.#digest;
   }
 
   /** A fresh copy of the ordered token layout. */
@@ -200,7 +211,7 @@ function u64(field: string, value: unknown): bigint {
   } else if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) {
     return BigInt(value);
   }
-  return fail(field, 'a non-negative integer (number or bigint, at most 2^64-1)', value);
+  return fail(field, 'a non-negative integer (a safe-integer number, or a bigint up to 2^64-1)', value);
 }
 
 function tokenLayout(value: unknown): Uint32Array {
@@ -226,16 +237,21 @@ function tokenLayout(value: unknown): Uint32Array {
   return tokens;
 }
 
+/** Every own property counts, symbols and non-enumerable ones included: identity has no hidden parts. */
+function rejectUnknown(object: Record<string, unknown>, known: Set<string>, prefix: string): void {
+  for (const name of Reflect.ownKeys(object)) {
+    if (typeof name !== 'string' || !known.has(name)) {
+      fail(`${prefix}${String(name)}`, `absent (unknown ${prefix === '' ? 'key' : 'source'} field)`, (object as Record<PropertyKey, unknown>)[name]);
+    }
+  }
+}
+
 function validate(fields: unknown): Validated {
   if (!isPlainObject(fields)) return fail('fields', 'an object of key fields', fields);
-  for (const name in fields) {
-    if (Object.hasOwn(fields, name) && !TOP_FIELDS.has(name)) fail(name, 'absent (unknown key field)', fields[name]);
-  }
+  rejectUnknown(fields, TOP_FIELDS, '');
   const src = fields.source;
   if (!isPlainObject(src)) return fail('source', 'an object with the runtime source key', src);
-  for (const name in src) {
-    if (Object.hasOwn(src, name) && !SOURCE_FIELDS.has(name)) fail(`source.${name}`, 'absent (unknown source field)', src[name]);
-  }
+  rejectUnknown(src, SOURCE_FIELDS, 'source.');
   // Field by field, in encoding order, so the first bad field is the one named.
   const snapshotKind = identityString('source.snapshotKind', src.snapshotKind);
   const runtime = identityString('source.runtime', src.runtime);

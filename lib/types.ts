@@ -2,8 +2,11 @@ import type { ArtifactKey } from './key.js';
 
 /** Who waits: one engine instance's request, at a request generation. */
 export interface Consumer {
+  /** The engine instance (non-empty). */
   readonly engine: string;
+  /** The request id within that engine (non-empty). */
   readonly request: string;
+  /** The request generation: a replacement with a lower one is rejected. */
   readonly generation: number;
 }
 
@@ -11,31 +14,42 @@ export interface Consumer {
 export interface DeviceTarget {
   /** GPU UUID as nvidia-smi prints it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`. */
   readonly device: string;
+  /** The request-owned arena the artifact is written into. */
   readonly arena: bigint | number;
+  /** The arena's generation: a record of another generation does not count. */
   readonly arenaGeneration: bigint | number;
 }
 
+/** What a wake asks the backend for: host readiness, or a completed device write for a target. */
 export type ReadinessRequest =
   | { readonly readiness: 'host' }
   | { readonly readiness: 'device'; readonly target: DeviceTarget };
 
+/** Where a ready artifact lives. */
 export type Readiness = 'host' | 'device';
 
 /** A miss: the engine takes its original path. `reason` names why. */
 export interface Miss {
   readonly kind: 'miss';
+  /** Why, e.g. `absent`, `preparing`, `stale-ticket`, `backend-error`. */
   readonly reason: string;
 }
 
 /** A pinned, ready artifact. Valid until `close()`, even after the coordinator shuts down. */
 export interface Lease {
   readonly kind: 'lease';
+  /** The artifact pinned. */
   readonly key: ArtifactKey;
+  /** Who holds the pin. */
   readonly consumer: Consumer;
+  /** The readiness the pin was checked for. */
   readonly readiness: Readiness;
+  /** The backend's slot and its generation: together they name this artifact and no later one. */
   readonly slot: number;
   readonly generation: bigint | number;
+  /** Plain metadata the backend published (size, location, codec…); never the bytes. */
   readonly meta: Readonly<Record<string, unknown>>;
+  /** True once `close()` ran. */
   readonly closed: boolean;
   /** Releases the pin. Idempotent and non-blocking; releases nothing the second time. */
   close(): void;
@@ -48,12 +62,15 @@ export interface Lease {
  * ready artifact of this identity is a `Miss` with a reason.
  */
 export interface ArtifactBackend {
+  /** Nonblocking lookup and atomic pin of a ready artifact for `consumer`, or a miss. */
   tryPinReady(key: ArtifactKey, consumer: Consumer, want: ReadinessRequest): Lease | Miss;
 }
 
 /** The caller's explicit resource-grant assertion. It is not a GPU reservation. */
 export interface ResourceGrant {
+  /** The worker that will prepare the unit (non-empty). */
   readonly worker: string;
+  /** The caller's name for the resources it granted (non-empty). */
   readonly grant: string;
 }
 
@@ -61,7 +78,9 @@ export interface ResourceGrant {
 export interface WorkTicket {
   /** Unique per coordinator, never reused. */
   readonly id: string;
+  /** The artifact to prepare. */
   readonly key: ArtifactKey;
+  /** The readiness the consumers asked for. */
   readonly readiness: Readiness;
   /** The device target for `readiness: 'device'`, else `null`. */
   readonly target: DeviceTarget | null;
@@ -71,25 +90,33 @@ export interface WorkTicket {
   readonly signal: AbortSignal;
 }
 
+/** See docs/coordinator.md for what each status means. */
 export type WaitStatus = 'queued' | 'joined' | 'in-flight' | 'completed' | 'failed' | 'overloaded' | 'rejected';
 
 /** What `onWait` decided. `ticket` is present for every admitted wait. */
 export interface WaitAdmission {
   readonly status: WaitStatus;
+  /** Present for every admitted wait; pass it to `onWake` / `onCancel`. */
   readonly ticket?: string;
+  /** For `overloaded` and `rejected`: why. */
   readonly reason?: string;
 }
 
+/** A hit carries the lease to close after use; a miss sends the engine down its original path. */
 export type WakeResult = { readonly kind: 'hit'; readonly lease: Lease } | Miss;
 
+/** What a worker reports for its unit. */
 export type Outcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
 
+/** Options of `onWait`. */
 export interface WaitOptions {
   /** `'host'` (default) or `'device'` (needs `target`). `'persisted'` is always rejected. */
   readonly readiness?: string;
+  /** Required with `readiness: 'device'`. */
   readonly target?: DeviceTarget;
 }
 
+/** Counters (since construction) and gauges (now) of a coordinator. */
 export interface CoordinatorStats {
   waits: number;
   joins: number;

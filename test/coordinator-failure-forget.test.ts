@@ -62,7 +62,23 @@ describe('WaitCoordinator: forget', () => {
     coord.onCancel(t1); // no consumer remains, but the unit is in flight
     expect(coord.forget(makeKey(1))).toBe(false);
     expect(coord.stats().inFlight).toBe(1);
+    // The unit's consumers all left (its signal aborted), so its failure is
+    // taken as a stop at a safe boundary: no 'failed' history, nothing to forget.
+    expect(work.signal.aborted).toBe(true);
+    expect(coord.complete(work, { ok: false, error: 'stopped' })).toBe('applied');
+    expect(coord.stats().historySize).toBe(0);
+    expect(coord.forget(makeKey(1))).toBe(false);
+    expect(coord.onWait(consumer(3), makeKey(1)).status).toBe('queued');
+  });
+
+  it('a genuine failure (a consumer still waiting) is remembered and can be forgotten once the consumer leaves', () => {
+    const { coord } = setup();
+    const t1 = ticketOf(coord.onWait(consumer(1), makeKey(1)));
+    const work = coord.beginNext(GRANT)!;
+    expect(coord.forget(makeKey(1))).toBe(false);
     expect(coord.complete(work, { ok: false, error: 'x' })).toBe('applied');
+    expect(coord.forget(makeKey(1))).toBe(false); // consumer 1 still waits
+    coord.onCancel(t1);
     expect(coord.forget(makeKey(1))).toBe(true);
   });
 

@@ -257,7 +257,8 @@ describe('WaitCoordinator: bad input is an error, never silently accepted', () =
         const { coord } = setup();
         const before = coord.stats();
         expect(codeOf(() => coord.onWait(who as never, makeKey(1)))).toBe('ERR_INVALID_ARGUMENT');
-        expect(coord.stats()).toEqual(before);
+        // Every onWait call counts in `waits`; nothing else moves.
+        expect(coord.stats()).toEqual({ ...before, waits: before.waits + 1 });
       });
     }
 
@@ -274,7 +275,7 @@ describe('WaitCoordinator: bad input is an error, never silently accepted', () =
         const { coord } = setup();
         const before = coord.stats();
         expect(codeOf(() => coord.onWait(consumer(1), key as never))).toBe('ERR_INVALID_KEY');
-        expect(coord.stats()).toEqual(before);
+        expect(coord.stats()).toEqual({ ...before, waits: before.waits + 1 });
       });
     }
 
@@ -352,5 +353,34 @@ describe('WaitCoordinator: bad input is an error, never silently accepted', () =
       expect(codeOf(() => coord.forget(makeKey(1).hex as never))).toBe('ERR_INVALID_KEY');
       expect(codeOf(() => coord.forget(undefined as never))).toBe('ERR_INVALID_KEY');
     });
+  });
+});
+
+describe('WaitCoordinator: every bound is explicit', () => {
+  const backend = new InMemoryBackend();
+  const code = (make: () => unknown): string | undefined => {
+    try {
+      make();
+    } catch (error) {
+      return (error as WaitprepError).code;
+    }
+    return undefined;
+  };
+
+  it('a missing bound is an error, not a silent default', () => {
+    expect(code(() => new WaitCoordinator({ backend, maxWaiting: 1, historyLimit: 1 } as never))).toBe('ERR_INVALID_ARGUMENT');
+    expect(code(() => new WaitCoordinator({ backend, maxQueued: 1, historyLimit: 1 } as never))).toBe('ERR_INVALID_ARGUMENT');
+    expect(code(() => new WaitCoordinator({ backend, maxQueued: 1, maxWaiting: 1 } as never))).toBe('ERR_INVALID_ARGUMENT');
+  });
+
+  it('a misspelled option is rejected, naming it', () => {
+    let error: WaitprepError | undefined;
+    try {
+      new WaitCoordinator({ backend, maxQueued: 1, maxWaiting: 1, historyLimit: 1, maxQueue: 1 } as never);
+    } catch (caught) {
+      error = caught as WaitprepError;
+    }
+    expect(error?.code).toBe('ERR_INVALID_ARGUMENT');
+    expect(error?.field).toBe('options.maxQueue');
   });
 });

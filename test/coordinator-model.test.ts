@@ -450,7 +450,9 @@ class Run {
           } else {
             model.c.failed++;
           }
-          model.remember(current.id, cmd.how === 'ok' ? 'completed' : 'failed');
+          // A unit whose consumers all left (aborted) and then fails stopped at
+          // its safe boundary: no 'failed' history (docs/coordinator.md).
+          if (cmd.how === 'ok' || !current.aborted) model.remember(current.id, cmd.how === 'ok' ? 'completed' : 'failed');
           break;
         }
         let work: WorkTicket;

@@ -370,3 +370,43 @@ describe('WaitCoordinator: wasted preparation', () => {
     expect(backend.pins(makeKey(1))).toBe(0);
   });
 });
+
+describe('WaitCoordinator: what a wake accepts from the backend', () => {
+  const wakeWith = (answer: unknown) => {
+    const coord = withBackend({ tryPinReady: () => answer as Lease });
+    return coord.onWake(ticketOf(coord.onWait(consumer(1), makeKey(1))));
+  };
+
+  it('a miss with an empty or missing reason is a backend-error miss, never a hit', () => {
+    expect(wakeWith({ kind: 'miss', reason: '' })).toEqual({ kind: 'miss', reason: 'backend-error' });
+    expect(wakeWith({ kind: 'miss' })).toEqual({ kind: 'miss', reason: 'backend-error' });
+  });
+
+  const malformed: Array<[string, Partial<Lease>]> = [
+    ['already closed', { closes: 1 } as unknown as Partial<Lease>],
+    ['bound to another consumer', { consumer: consumer(2) }],
+    ['without meta', { meta: undefined as never }],
+    ['without a slot', { slot: undefined as never }],
+    ['with a string generation', { generation: '1' as never }],
+  ];
+  for (const [name, fields] of malformed) {
+    it(`a lease ${name} is refused as backend-error and released`, () => {
+      const lease = fakeLease(fields);
+      const closesBefore = lease.closes;
+      expect(wakeWith(lease)).toEqual({ kind: 'miss', reason: 'backend-error' });
+      expect(lease.closes).toBe(closesBefore + 1);
+    });
+  }
+
+  it('past 64 distinct reasons the stats count "other", but the wake still returns the real reason', () => {
+    let n = 0;
+    const coord = withBackend({ tryPinReady: () => ({ kind: 'miss', reason: n < 64 ? `reason-${n++}` : 'absent' }) });
+    for (let i = 0; i < 64; i++) coord.onWake(ticketOf(coord.onWait(consumer(i), makeKey(i))));
+    const wake = coord.onWake(ticketOf(coord.onWait(consumer(99), makeKey(99))));
+    expect(wake).toEqual({ kind: 'miss', reason: 'absent' });
+    const misses = coord.stats().misses;
+    expect(Object.keys(misses)).toHaveLength(65);
+    expect(misses.other).toBe(1);
+    expect(misses.absent).toBeUndefined();
+  });
+});

@@ -315,12 +315,13 @@ describe('ArtifactKey objects', () => {
     expect(key.source.task).toBe('summarise-ticket');
   });
 
-  it('compute the digest once: the same Uint8Array every read', () => {
+  it('keep the digest immutable: each read is a copy, and writing to it changes nothing', () => {
     const key = artifactKey(fields());
     const first = key.digest;
-    expect(key.digest).toBe(first);
-    expect(key.digest).toBe(key.digest);
-    expect(key.hex).toBe(hexOf(first));
+    first.fill(0);
+    expect(key.digest).not.toBe(first);
+    expect(hexOf(key.digest)).toBe(key.hex);
+    expect(key.equals(artifactKey(fields()))).toBe(true);
     expect(key.hex).toMatch(/^[0-9a-f]{64}$/);
   });
 

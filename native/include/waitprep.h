@@ -1,17 +1,52 @@
 /*
  * waitprep: the C ABI of the shared-memory lease table.
  *
- * This header is the contract between the Node-API addon, the plain shared
- * library libwaitprep.so (loaded by model runtimes in any language) and the
- * JavaScript fallback, which mirrors its layout constants.
+ * One POSIX shared-memory segment per table. Exactly one producer (the model
+ * runtime's storage worker) reserves, publishes and evicts artifacts; any
+ * number of consumers (up to WP_MAX_CLIENTS clients in all) pin READY
+ * artifacts with a bounded, lock-free, allocation-free, syscall-free lookup.
+ * The Node-API addon, libwaitprep.so and the JavaScript fallback
+ * (lib/lease-table/layout.ts mirrors every constant below) share this layout.
  *
- * Status: the lease table itself lands with the lease-table issue; until then
- * the library exports only its ABI version so that builds, loading and the
- * fallback decision can be exercised end to end.
+ * Segment layout (little-endian, every offset a multiple of 64):
+ *
+ *   0                 256                256 + 64*64              + capacity*128
+ *   +-----------------+------------------+-------------------------+
+ *   | header          | client registry  | slots                   |
+ *   | (WP_HEADER_SIZE)| 64 x 64 bytes    | capacity x 128 bytes    |
+ *   +-----------------+------------------+-------------------------+
+ *
+ * Header (offsets in bytes):
+ *   0  magic u64 "WAITPREP"     8  abi_version u32   12 header_size u32
+ *   16 capacity u32             20 probe_window u32  24 max_clients u32
+ *   28 slot_size u32            32 client_size u32   36 (pad) u32
+ *   40 segment_size u64         48 clients_offset u64 56 slots_offset u64
+ *   64 producer u64 (atomic: 0, or client index + 1 | client serial << 8)
+ *   72 reaped_clients u64 (atomic counter)
+ *
+ * Client entry (64 bytes):
+ *   0  word u64 (atomic): state (2 bits) | pid (22 bits) << 2 | serial (40 bits) << 24
+ *   8  start_time u64   (process start time, clock ticks since boot, /proc/PID/stat field 22)
+ *   16 pid_ns u64       (inode of /proc/PID/ns/pid: clients of other namespaces are never reaped)
+ *   24 flags u32        (WP_CLIENT_PRODUCER)
+ *
+ * Slot (128 bytes, two cache lines; the first holds everything a lookup reads):
+ *   0  state_gen u64 (atomic): state (8 bits) | generation (56 bits) << 8
+ *   8  pin_mask u64 (atomic): bit c set while client c holds at least one pin
+ *   16 digest 32 bytes      (written only while the slot is FREE, by the producer)
+ *   48 meta: size_bytes u64, location u64, checksum u64, codec_id u32, representation_version u32
+ *   80 device record: seq u64 (seqlock: 0 absent, odd being written), device_uuid 16 bytes,
+ *      arena u64, arena_generation u64, write_seq u64
+ *
+ * Slot states: FREE -> RESERVED (reserve) -> READY (publish) -> EVICTING (evict claim)
+ * -> FREE with generation + 1 (no pins) or back to READY (pinned). RESERVED -> FREE with
+ * generation + 1 (abandon). The generation never returns to an old value (56 bits), so a
+ * lease, reservation or lookup that names (slot, generation) can never act on a reused slot.
  */
 #ifndef WAITPREP_H
 #define WAITPREP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -19,9 +54,146 @@ extern "C" {
 #endif
 
 #define WP_ABI_VERSION 1
+#define WP_MAGIC 0x5045525054494157ULL /* "WAITPREP" read as a little-endian u64 */
 
-/* The ABI version this library was built with (WP_ABI_VERSION). */
+#define WP_HEADER_SIZE 256u
+#define WP_CLIENT_SIZE 64u
+#define WP_SLOT_SIZE 128u
+#define WP_MAX_CLIENTS 64u
+#define WP_PROBE_WINDOW 8u
+#define WP_MAX_CAPACITY (1u << 24)
+#define WP_MAX_NAME 200u
+
+/* Header field offsets. */
+#define WP_HDR_MAGIC 0u
+#define WP_HDR_ABI_VERSION 8u
+#define WP_HDR_HEADER_SIZE 12u
+#define WP_HDR_CAPACITY 16u
+#define WP_HDR_PROBE_WINDOW 20u
+#define WP_HDR_MAX_CLIENTS 24u
+#define WP_HDR_SLOT_SIZE 28u
+#define WP_HDR_CLIENT_SIZE 32u
+#define WP_HDR_SEGMENT_SIZE 40u
+#define WP_HDR_CLIENTS_OFFSET 48u
+#define WP_HDR_SLOTS_OFFSET 56u
+#define WP_HDR_PRODUCER 64u
+#define WP_HDR_REAPED 72u
+
+/* Client entry offsets, states and flags. */
+#define WP_CLI_WORD 0u
+#define WP_CLI_START_TIME 8u
+#define WP_CLI_PID_NS 16u
+#define WP_CLI_FLAGS 24u
+#define WP_CLIENT_FREE 0u
+#define WP_CLIENT_CLAIMING 1u
+#define WP_CLIENT_ACTIVE 2u
+#define WP_CLIENT_REAPING 3u
+#define WP_CLIENT_PRODUCER 1u
+
+/* Slot offsets and states. */
+#define WP_SLOT_STATE_GEN 0u
+#define WP_SLOT_PIN_MASK 8u
+#define WP_SLOT_DIGEST 16u
+#define WP_SLOT_META 48u
+#define WP_SLOT_DEVICE 80u
+#define WP_SLOT_FREE 0u
+#define WP_SLOT_RESERVED 1u
+#define WP_SLOT_READY 2u
+#define WP_SLOT_EVICTING 3u
+
+/* Status codes: 0 is success; every other outcome has a name (wp_status_name). */
+enum {
+  WP_OK = 0,
+  WP_MISS_ABSENT = 1,
+  WP_MISS_PREPARING = 2,
+  WP_MISS_EVICTING = 3,
+  WP_MISS_CONTENDED = 4,
+  WP_MISS_NO_DEVICE_RECORD = 5,
+  WP_MISS_DEVICE_MISMATCH = 6,
+  WP_MISS_ARENA_GENERATION_MISMATCH = 7,
+  WP_MISS_DEVICE_WRITE_INCOMPLETE = 8,
+  WP_EXISTS = 20,
+  WP_FULL = 21,
+  WP_PINNED = 22,
+  WP_ABSENT = 23,
+  WP_STALE = 24,
+  WP_ERR_INVALID_ARGUMENT = 40,
+  WP_ERR_BAD_SEGMENT = 41,
+  WP_ERR_WRITER_EXISTS = 42,
+  WP_ERR_NOT_PRODUCER = 43,
+  WP_ERR_NO_CLIENT_SLOT = 44,
+  WP_ERR_SYSTEM = 45, /* errno says which */
+  WP_ERR_NOT_FOUND = 46,
+  WP_ERR_EXISTS = 47,
+  WP_ERR_NO_MEMORY = 48
+};
+
+typedef struct wp_table wp_table;
+typedef struct {
+  uint64_t size_bytes, location, checksum;
+  uint32_t codec_id, representation_version;
+} wp_meta;
+/* token: this pin's record in the client's private lease table, so a second unpin of the
+ * same lease (or of a copy of it) releases nothing. */
+typedef struct {
+  uint32_t slot;
+  uint64_t generation;
+  wp_meta meta;
+  uint64_t token;
+} wp_lease;
+typedef struct {
+  uint32_t slot;
+  uint64_t generation;
+} wp_reservation;
+typedef struct {
+  uint8_t device_uuid[16];
+  uint64_t arena, arena_generation, write_seq;
+} wp_device_record;
+
+/* Options for wp_open_ex. */
+typedef struct {
+  uint32_t create_capacity; /* 0: open an existing table */
+  uint32_t mode;            /* creation mode; 0 means 0600 */
+} wp_open_options;
+
+/* Opens (capacity 0) or creates (capacity > 0, fails WP_ERR_EXISTS if present) a table and
+ * registers the caller as a client. producer != 0 claims the single producer role. */
+int wp_open(const char *name, int producer, uint32_t create_capacity, wp_table **out);
+int wp_open_ex(const char *name, int producer, const wp_open_options *options, wp_table **out);
+/* Releases every pin this client holds, gives up the producer role, unregisters, unmaps. */
+void wp_close(wp_table *t);
+/* Removes the table's name; mapped handles keep working until closed. */
+int wp_unlink(const char *name);
+
+int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *target /* NULL: host */, wp_lease *out);
+void wp_unpin(wp_table *t, const wp_lease *lease);
+
+int wp_reserve(wp_table *t, const uint8_t digest[32], wp_reservation *out);
+int wp_publish(wp_table *t, const wp_reservation *r, const wp_meta *meta);
+int wp_abandon(wp_table *t, const wp_reservation *r);
+/* WP_OK (evicted), WP_PINNED (pinned, or a pin racing in: retry later), WP_ABSENT. */
+int wp_try_evict(wp_table *t, const uint8_t digest[32]);
+int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_device_record *rec);
+/* >= 0: clients reaped; < 0: -status. */
+int wp_reap_dead_clients(wp_table *t);
+
+const char *wp_status_name(int status);
 uint32_t wp_abi_version(void);
+
+/* Introspection for tools and tests. */
+uint32_t wp_capacity(const wp_table *t);
+int wp_client_index(const wp_table *t);
+int wp_is_producer(const wp_table *t);
+/* The slot's state word and pin mask (acquire loads); 0 for an out-of-range slot. */
+uint64_t wp_slot_state_gen(const wp_table *t, uint32_t slot);
+uint64_t wp_slot_pin_mask(const wp_table *t, uint32_t slot);
+/* Pins this client holds on a slot (its private count). */
+uint32_t wp_client_pins(const wp_table *t, uint32_t slot);
+/* The mapped segment, for read-only inspection. */
+const void *wp_segment(const wp_table *t, size_t *size);
+/* Pins `iterations` times then unpins, in C with no JS crossing (the benchmark's floor).
+ * Returns the number of successful pins. */
+uint64_t wp_pin_loop(wp_table *t, const uint8_t digest[32], uint64_t iterations);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,34 @@
+/**
+ * One client's handle on a lease table: the flat surface that both the
+ * Node-API addon and the JavaScript fallback implement. Arguments arrive
+ * checked (lib/lease-table/table.ts validates); results come back as status
+ * codes (layout.ts STATUS) with values written into `out`, a per-handle
+ * scratch array, so the pin path allocates nothing.
+ *
+ * `out` after a successful tryPin: [0] slot, [1] generation, [2] token,
+ * [3] size_bytes, [4] location, [5] checksum, [6] codec_id, [7] representation_version.
+ * After a successful reserve: [0] slot, [1] generation.
+ */
+export interface TableHandle {
+  readonly out: BigUint64Array;
+  readonly capacity: number;
+  readonly clientIndex: number;
+  readonly producer: boolean;
+  /** `device` is null for host readiness, else a 40-byte wp_device_record (uuid, arena, arena_generation, write_seq). */
+  tryPin(digest: Uint8Array, device: Uint8Array | null): number;
+  /** Releases the pin that `token` names; a second call with the same token releases nothing. */
+  unpin(slot: number, token: bigint): void;
+  reserve(digest: Uint8Array): number;
+  /** meta: [size_bytes, location, checksum, codec_id, representation_version]. */
+  publish(slot: number, generation: bigint, meta: BigUint64Array): number;
+  abandon(slot: number, generation: bigint): number;
+  tryEvict(digest: Uint8Array): number;
+  recordDeviceWrite(digest: Uint8Array, record: Uint8Array): number;
+  /** >= 0: clients reaped; < 0: minus a status code. */
+  reapDeadClients(): number;
+  /** Pins this client holds on a slot. */
+  clientPins(slot: number): number;
+  /** A read-only view of the whole segment, for inspection. */
+  segment(): Uint8Array;
+  close(): void;
+}

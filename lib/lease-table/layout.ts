@@ -1,0 +1,112 @@
+/**
+ * The lease table's binary layout and status codes, mirrored from
+ * native/include/waitprep.h. The JavaScript fallback uses these directly;
+ * at load the addon's own constants are compared with them
+ * (see {@link checkNativeLayout}) so the two can never drift.
+ */
+export const WP_ABI_VERSION = 1;
+/** "WAITPREP" read as a little-endian u64. */
+export const WP_MAGIC = 0x5045525054494157n;
+
+export const HEADER_SIZE = 256;
+export const CLIENT_SIZE = 64;
+export const SLOT_SIZE = 128;
+export const MAX_CLIENTS = 64;
+export const PROBE_WINDOW = 8;
+export const MAX_CAPACITY = 1 << 24;
+export const MAX_NAME = 200;
+
+export const HDR = {
+  MAGIC: 0,
+  ABI_VERSION: 8,
+  HEADER_SIZE: 12,
+  CAPACITY: 16,
+  PROBE_WINDOW: 20,
+  MAX_CLIENTS: 24,
+  SLOT_SIZE: 28,
+  CLIENT_SIZE: 32,
+  SEGMENT_SIZE: 40,
+  CLIENTS_OFFSET: 48,
+  SLOTS_OFFSET: 56,
+  PRODUCER: 64,
+  REAPED: 72,
+} as const;
+
+/**
+ * THREAD (u32 at 32) is written only by the JavaScript fallback: the worker_threads threadId of the
+ * client, for inspection (the native core leaves it 0).
+ */
+export const CLI = { WORD: 0, START_TIME: 8, PID_NS: 16, FLAGS: 24, THREAD: 32 } as const;
+export const CLIENT_STATE = { FREE: 0, CLAIMING: 1, ACTIVE: 2, REAPING: 3 } as const;
+export const CLIENT_PRODUCER = 1;
+
+export const SLOT = { STATE_GEN: 0, PIN_MASK: 8, DIGEST: 16, META: 48, DEVICE: 80 } as const;
+export const SLOT_STATE = { FREE: 0, RESERVED: 1, READY: 2, EVICTING: 3 } as const;
+
+export const STATUS = {
+  OK: 0,
+  MISS_ABSENT: 1,
+  MISS_PREPARING: 2,
+  MISS_EVICTING: 3,
+  MISS_CONTENDED: 4,
+  MISS_NO_DEVICE_RECORD: 5,
+  MISS_DEVICE_MISMATCH: 6,
+  MISS_ARENA_GENERATION_MISMATCH: 7,
+  MISS_DEVICE_WRITE_INCOMPLETE: 8,
+  EXISTS: 20,
+  FULL: 21,
+  PINNED: 22,
+  ABSENT: 23,
+  STALE: 24,
+  ERR_INVALID_ARGUMENT: 40,
+  ERR_BAD_SEGMENT: 41,
+  ERR_WRITER_EXISTS: 42,
+  ERR_NOT_PRODUCER: 43,
+  ERR_NO_CLIENT_SLOT: 44,
+  ERR_SYSTEM: 45,
+  ERR_NOT_FOUND: 46,
+  ERR_EXISTS: 47,
+  ERR_NO_MEMORY: 48,
+} as const;
+
+/** Miss reasons by status, as the coordinator and users see them. */
+export const MISS_REASON: Readonly<Record<number, string>> = Object.freeze({
+  [STATUS.MISS_ABSENT]: 'absent',
+  [STATUS.MISS_PREPARING]: 'preparing',
+  [STATUS.MISS_EVICTING]: 'evicting',
+  [STATUS.MISS_CONTENDED]: 'contended',
+  [STATUS.MISS_NO_DEVICE_RECORD]: 'no-device-record',
+  [STATUS.MISS_DEVICE_MISMATCH]: 'device-mismatch',
+  [STATUS.MISS_ARENA_GENERATION_MISMATCH]: 'arena-generation-mismatch',
+  [STATUS.MISS_DEVICE_WRITE_INCOMPLETE]: 'device-write-incomplete',
+});
+
+export function segmentSize(capacity: number): number {
+  return HEADER_SIZE + MAX_CLIENTS * CLIENT_SIZE + capacity * SLOT_SIZE;
+}
+export const CLIENTS_OFFSET = HEADER_SIZE;
+export const SLOTS_OFFSET = HEADER_SIZE + MAX_CLIENTS * CLIENT_SIZE;
+
+/** Every layout constant by name, as the addon exports them for comparison. */
+export const LAYOUT: Readonly<Record<string, number>> = Object.freeze({
+  WP_ABI_VERSION,
+  WP_HEADER_SIZE: HEADER_SIZE,
+  WP_CLIENT_SIZE: CLIENT_SIZE,
+  WP_SLOT_SIZE: SLOT_SIZE,
+  WP_MAX_CLIENTS: MAX_CLIENTS,
+  WP_PROBE_WINDOW: PROBE_WINDOW,
+  WP_MAX_CAPACITY: MAX_CAPACITY,
+  WP_HDR_CAPACITY: HDR.CAPACITY,
+  WP_HDR_PRODUCER: HDR.PRODUCER,
+  WP_HDR_SEGMENT_SIZE: HDR.SEGMENT_SIZE,
+  WP_SLOT_STATE_GEN: SLOT.STATE_GEN,
+  WP_SLOT_PIN_MASK: SLOT.PIN_MASK,
+  WP_SLOT_DIGEST: SLOT.DIGEST,
+  WP_SLOT_META: SLOT.META,
+  WP_SLOT_DEVICE: SLOT.DEVICE,
+  WP_CLI_WORD: CLI.WORD,
+  WP_CLI_START_TIME: CLI.START_TIME,
+  WP_CLI_PID_NS: CLI.PID_NS,
+  WP_SLOT_READY: SLOT_STATE.READY,
+  WP_SLOT_EVICTING: SLOT_STATE.EVICTING,
+});

@@ -1,0 +1,722 @@
+/*
+ * The lease table core: see native/include/waitprep.h for the layout and
+ * docs/lease-table.md for the protocol and its memory-order argument.
+ *
+ * Every shared word is accessed with a GCC __atomic builtin and an explicit
+ * memory order; the comment beside each says why. Capacity and probe window
+ * are validated once at open and cached in the private handle, never re-read
+ * from shared memory.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "waitprep.h"
+
+_Static_assert(WP_HEADER_SIZE % 64 == 0, "header is cache-line aligned");
+_Static_assert(WP_SLOT_SIZE == 128, "slot is two cache lines");
+_Static_assert(WP_SLOT_DEVICE + 48 <= WP_SLOT_SIZE, "device record fits the slot");
+_Static_assert(WP_SLOT_META + 32 == WP_SLOT_DEVICE, "meta is 32 bytes");
+_Static_assert(WP_MAX_CLIENTS == 64, "one pin bit per client in a u64 mask");
+_Static_assert(sizeof(wp_meta) == 32, "wp_meta is 32 bytes");
+_Static_assert(offsetof(wp_meta, codec_id) == 24, "wp_meta layout");
+_Static_assert(sizeof(wp_device_record) == 40, "wp_device_record is 40 bytes");
+
+#define STATE_BITS 8
+#define STATE_MASK 0xffull
+#define CLIENT_STATE_MASK 0x3ull
+#define PID_BITS 22
+#define PID_MASK ((1ull << PID_BITS) - 1)
+#define SERIAL_SHIFT 24
+
+/* One record per pin this handle holds: the lease token names it. */
+typedef struct {
+  uint32_t slot;
+  uint32_t gen; /* bumped when the record is released, so its old token goes stale */
+  uint32_t next_free;
+  uint32_t live;
+} lease_record;
+
+struct wp_table {
+  uint8_t *base;
+  size_t size;
+  uint32_t capacity;
+  uint32_t window;
+  uint32_t client;        /* index in the registry */
+  uint64_t client_word;   /* the ACTIVE word this handle registered with */
+  int producer;
+  uint32_t *pins;         /* private pin count per slot */
+  lease_record *leases;
+  uint32_t lease_cap;
+  uint32_t lease_free;    /* head of the free list, UINT32_MAX when empty */
+};
+
+static inline uint64_t *u64_at(const wp_table *t, size_t offset) { return (uint64_t *)(t->base + offset); }
+static inline uint8_t *slot_at(const wp_table *t, uint32_t slot) {
+  return t->base + WP_HEADER_SIZE + (size_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE + (size_t)slot * WP_SLOT_SIZE;
+}
+static inline uint8_t *client_at(const wp_table *t, uint32_t index) {
+  return t->base + WP_HEADER_SIZE + (size_t)index * WP_CLIENT_SIZE;
+}
+static inline uint64_t *slot_word(const wp_table *t, uint32_t slot, size_t field) {
+  return (uint64_t *)(slot_at(t, slot) + field);
+}
+static inline uint64_t state_of(uint64_t sg) { return sg & STATE_MASK; }
+static inline uint64_t gen_of(uint64_t sg) { return sg >> STATE_BITS; }
+static inline uint64_t make_sg(uint64_t state, uint64_t gen) { return (gen << STATE_BITS) | state; }
+
+static size_t segment_size_for(uint32_t capacity) {
+  return WP_HEADER_SIZE + (size_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE + (size_t)capacity * WP_SLOT_SIZE;
+}
+
+/* Home slot: the digest's first 32-bit word scaled to the capacity (multiply-shift,
+ * the same integer arithmetic as the JavaScript fallback). */
+static inline uint32_t home_slot(const wp_table *t, const uint8_t digest[32]) {
+  uint32_t h = (uint32_t)digest[0] | (uint32_t)digest[1] << 8 | (uint32_t)digest[2] << 16 | (uint32_t)digest[3] << 24;
+  return (uint32_t)(((uint64_t)h * t->capacity) >> 32);
+}
+
+/* Digest compare with relaxed atomic loads: the producer writes digests only while a slot
+ * is FREE, but a lookup may race with that write; the state re-check decides, and relaxed
+ * loads keep the race defined. */
+static int digest_equals(const wp_table *t, uint32_t slot, const uint8_t digest[32]) {
+  const uint64_t *d = slot_word(t, slot, WP_SLOT_DIGEST);
+  for (int i = 0; i < 4; i++) {
+    uint64_t want;
+    memcpy(&want, digest + 8 * i, 8);
+    if (__atomic_load_n(&d[i], __ATOMIC_RELAXED) != want) return 0;
+  }
+  return 1;
+}
+
+static void read_meta(const wp_table *t, uint32_t slot, wp_meta *out) {
+  const uint64_t *m = slot_word(t, slot, WP_SLOT_META);
+  /* Relaxed: ordered after the acquire/seq_cst state reads that validated the slot. */
+  out->size_bytes = __atomic_load_n(&m[0], __ATOMIC_RELAXED);
+  out->location = __atomic_load_n(&m[1], __ATOMIC_RELAXED);
+  out->checksum = __atomic_load_n(&m[2], __ATOMIC_RELAXED);
+  uint64_t packed = __atomic_load_n(&m[3], __ATOMIC_RELAXED);
+  out->codec_id = (uint32_t)packed;
+  out->representation_version = (uint32_t)(packed >> 32);
+}
+
+/* ---- process liveness ---------------------------------------------------------------- */
+
+/* Start time (field 22 of /proc/PID/stat) and state; returns 0 when the file is absent. */
+static int read_proc_stat(uint32_t pid, uint64_t *start_time, char *state) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%u/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+  if (p == NULL || p[1] != ' ') return 0;
+  p += 2;
+  *state = *p;
+  /* Fields after the name start at 3 (state); start time is field 22. */
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (p == NULL) return 0;
+    p++;
+  }
+  *start_time = strtoull(p, NULL, 10);
+  return 1;
+}
+
+static uint64_t pid_namespace(uint32_t pid) {
+  char path[64];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/%u/ns/pid", pid);
+  return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* 1 when the process that registered (pid, start_time) is certainly gone. */
+static int client_is_dead(uint32_t pid, uint64_t start_time) {
+  uint64_t now_start;
+  char state;
+  if (read_proc_stat(pid, &now_start, &state)) {
+    if (now_start != start_time && start_time != 0) return 1; /* pid reused by another process */
+    return state == 'Z' || state == 'X';                       /* killed, not yet waited for */
+  }
+  /* No /proc entry: confirm, since hidepid can hide live processes. */
+  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* ---- client registry ----------------------------------------------------------------- */
+
+static int register_client(wp_table *t, uint32_t flags) {
+  uint32_t pid = (uint32_t)getpid();
+  if (pid > PID_MASK) return WP_ERR_SYSTEM;
+  uint64_t start_time = 0;
+  char state;
+  read_proc_stat(pid, &start_time, &state);
+  for (uint32_t i = 0; i < WP_MAX_CLIENTS; i++) {
+    uint64_t *word = (uint64_t *)(client_at(t, i) + WP_CLI_WORD);
+    uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    if ((w & CLIENT_STATE_MASK) != WP_CLIENT_FREE) continue;
+    uint64_t serial = (w >> SERIAL_SHIFT) + 1;
+    uint64_t claiming = serial << SERIAL_SHIFT | (uint64_t)pid << 2 | WP_CLIENT_CLAIMING;
+    /* acq_rel: the claim orders our later field writes after it and makes the previous
+     * reaper's cleanup (released with FREE) visible to us. */
+    if (!__atomic_compare_exchange_n(word, &w, claiming, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+    uint8_t *entry = client_at(t, i);
+    __atomic_store_n((uint64_t *)(entry + WP_CLI_START_TIME), start_time, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(entry + WP_CLI_PID_NS), pid_namespace(pid), __ATOMIC_RELAXED);
+    __atomic_store_n((uint32_t *)(entry + WP_CLI_FLAGS), flags, __ATOMIC_RELAXED);
+    uint64_t active = (claiming & ~CLIENT_STATE_MASK) | WP_CLIENT_ACTIVE;
+    /* release: a reaper that reads ACTIVE (acquire) sees pid, start time and namespace. */
+    __atomic_store_n(word, active, __ATOMIC_RELEASE);
+    t->client = i;
+    t->client_word = active;
+    return WP_OK;
+  }
+  return WP_ERR_NO_CLIENT_SLOT;
+}
+
+static void release_client_pins(wp_table *t, uint32_t client) {
+  uint64_t keep = ~(1ull << client);
+  for (uint32_t s = 0; s < t->capacity; s++) {
+    /* release: our reads of the slot happen before an evictor can see the bit gone. */
+    __atomic_fetch_and(slot_word(t, s, WP_SLOT_PIN_MASK), keep, __ATOMIC_RELEASE);
+  }
+}
+
+/* A producer's unfinished work, after it died or when it closes: EVICTING goes back to
+ * READY (EVICTING always means "data intact"), RESERVED is abandoned. Only the new or
+ * closing producer runs this, so nobody else writes these states meanwhile. */
+static void settle_producer_slots(wp_table *t) {
+  for (uint32_t s = 0; s < t->capacity; s++) {
+    uint64_t *sg = slot_word(t, s, WP_SLOT_STATE_GEN);
+    uint64_t v = __atomic_load_n(sg, __ATOMIC_ACQUIRE);
+    if (state_of(v) == WP_SLOT_EVICTING) {
+      __atomic_store_n(sg, make_sg(WP_SLOT_READY, gen_of(v)), __ATOMIC_SEQ_CST);
+    } else if (state_of(v) == WP_SLOT_RESERVED) {
+      __atomic_store_n(sg, make_sg(WP_SLOT_FREE, gen_of(v) + 1), __ATOMIC_SEQ_CST);
+    }
+  }
+}
+
+int wp_reap_dead_clients(wp_table *t) {
+  if (t == NULL) return -WP_ERR_INVALID_ARGUMENT;
+  uint64_t my_ns = pid_namespace((uint32_t)getpid());
+  int reaped = 0;
+  for (uint32_t i = 0; i < WP_MAX_CLIENTS; i++) {
+    if (i == t->client) continue;
+    uint8_t *entry = client_at(t, i);
+    uint64_t *word = (uint64_t *)(entry + WP_CLI_WORD);
+    uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    uint64_t state = w & CLIENT_STATE_MASK;
+    if (state != WP_CLIENT_ACTIVE && state != WP_CLIENT_CLAIMING) continue;
+    uint32_t pid = (uint32_t)((w >> 2) & PID_MASK);
+    uint64_t start_time = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED) : 0;
+    uint64_t ns = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED) : my_ns;
+    if (ns != my_ns) continue; /* another pid namespace: its pids mean nothing here */
+    if (!client_is_dead(pid, start_time)) continue;
+    /* Claim the reap from the exact snapshot found dead, so two reapers never both clean,
+     * and a new client that took the entry since is never touched. acq_rel: see the dead
+     * client's writes; order our cleanup after the claim. */
+    uint64_t reaping = (w & ~CLIENT_STATE_MASK) | WP_CLIENT_REAPING;
+    if (!__atomic_compare_exchange_n(word, &w, reaping, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+    release_client_pins(t, i);
+    uint64_t producer_word = (uint64_t)(i + 1) | (w >> SERIAL_SHIFT) << 8;
+    uint64_t expected = producer_word;
+    /* seq_cst: the producer slot is a handshake with wp_open's claim. */
+    __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+    /* release: a later claimant of this entry sees our cleanup done. */
+    __atomic_store_n(word, (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE, __ATOMIC_RELEASE);
+    __atomic_fetch_add(u64_at(t, WP_HDR_REAPED), 1, __ATOMIC_RELAXED); /* a statistic */
+    reaped++;
+  }
+  return reaped;
+}
+
+static int claim_producer(wp_table *t) {
+  uint64_t mine = (uint64_t)(t->client + 1) | (t->client_word >> SERIAL_SHIFT) << 8;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    uint64_t expected = 0;
+    if (__atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &expected, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+      t->producer = 1;
+      settle_producer_slots(t); /* a previous producer may have died mid-operation */
+      return WP_OK;
+    }
+    if (attempt == 0) wp_reap_dead_clients(t); /* the holder may be dead */
+  }
+  return WP_ERR_WRITER_EXISTS;
+}
+
+/* ---- open / close -------------------------------------------------------------------- */
+
+static int valid_name(const char *name) {
+  size_t n = name ? strlen(name) : 0;
+  if (n == 0 || n > WP_MAX_NAME) return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) return 0;
+  }
+  return name[0] != '.';
+}
+
+static int check_segment(const uint8_t *base, size_t size, uint32_t *capacity_out) {
+  if (size < WP_HEADER_SIZE) return WP_ERR_BAD_SEGMENT;
+  uint64_t magic;
+  memcpy(&magic, base + WP_HDR_MAGIC, 8);
+  uint32_t abi, header_size, capacity, window, max_clients, slot_size, client_size;
+  uint64_t segment_size, clients_offset, slots_offset;
+  memcpy(&abi, base + WP_HDR_ABI_VERSION, 4);
+  memcpy(&header_size, base + WP_HDR_HEADER_SIZE, 4);
+  memcpy(&capacity, base + WP_HDR_CAPACITY, 4);
+  memcpy(&window, base + WP_HDR_PROBE_WINDOW, 4);
+  memcpy(&max_clients, base + WP_HDR_MAX_CLIENTS, 4);
+  memcpy(&slot_size, base + WP_HDR_SLOT_SIZE, 4);
+  memcpy(&client_size, base + WP_HDR_CLIENT_SIZE, 4);
+  memcpy(&segment_size, base + WP_HDR_SEGMENT_SIZE, 8);
+  memcpy(&clients_offset, base + WP_HDR_CLIENTS_OFFSET, 8);
+  memcpy(&slots_offset, base + WP_HDR_SLOTS_OFFSET, 8);
+  if (magic != WP_MAGIC || abi != WP_ABI_VERSION || header_size != WP_HEADER_SIZE) return WP_ERR_BAD_SEGMENT;
+  if (capacity == 0 || capacity > WP_MAX_CAPACITY || window != WP_PROBE_WINDOW) return WP_ERR_BAD_SEGMENT;
+  if (max_clients != WP_MAX_CLIENTS || slot_size != WP_SLOT_SIZE || client_size != WP_CLIENT_SIZE) return WP_ERR_BAD_SEGMENT;
+  if (clients_offset != WP_HEADER_SIZE || slots_offset != WP_HEADER_SIZE + (uint64_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE) return WP_ERR_BAD_SEGMENT;
+  if (segment_size != segment_size_for(capacity) || size < segment_size) return WP_ERR_BAD_SEGMENT;
+  *capacity_out = capacity;
+  return WP_OK;
+}
+
+static void init_header(uint8_t *base, uint32_t capacity) {
+  uint32_t v32;
+  uint64_t v64;
+  v32 = WP_ABI_VERSION; memcpy(base + WP_HDR_ABI_VERSION, &v32, 4);
+  v32 = WP_HEADER_SIZE; memcpy(base + WP_HDR_HEADER_SIZE, &v32, 4);
+  memcpy(base + WP_HDR_CAPACITY, &capacity, 4);
+  v32 = WP_PROBE_WINDOW; memcpy(base + WP_HDR_PROBE_WINDOW, &v32, 4);
+  v32 = WP_MAX_CLIENTS; memcpy(base + WP_HDR_MAX_CLIENTS, &v32, 4);
+  v32 = WP_SLOT_SIZE; memcpy(base + WP_HDR_SLOT_SIZE, &v32, 4);
+  v32 = WP_CLIENT_SIZE; memcpy(base + WP_HDR_CLIENT_SIZE, &v32, 4);
+  v64 = segment_size_for(capacity); memcpy(base + WP_HDR_SEGMENT_SIZE, &v64, 8);
+  v64 = WP_HEADER_SIZE; memcpy(base + WP_HDR_CLIENTS_OFFSET, &v64, 8);
+  v64 = WP_HEADER_SIZE + (uint64_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE; memcpy(base + WP_HDR_SLOTS_OFFSET, &v64, 8);
+  /* release: an opener that sees the magic (acquire) sees every field above. */
+  __atomic_store_n((uint64_t *)(base + WP_HDR_MAGIC), WP_MAGIC, __ATOMIC_RELEASE);
+}
+
+int wp_open(const char *name, int producer, uint32_t create_capacity, wp_table **out) {
+  wp_open_options options = {create_capacity, 0};
+  return wp_open_ex(name, producer, &options, out);
+}
+
+int wp_open_ex(const char *name, int producer, const wp_open_options *options, wp_table **out) {
+  if (out == NULL || !valid_name(name)) return WP_ERR_INVALID_ARGUMENT;
+  *out = NULL;
+  uint32_t create = options ? options->create_capacity : 0;
+  uint32_t mode = options && options->mode ? options->mode : 0600;
+  if (create > WP_MAX_CAPACITY || (mode & ~0777u) != 0) return WP_ERR_INVALID_ARGUMENT;
+  char path[WP_MAX_NAME + 2];
+  snprintf(path, sizeof path, "/%s", name);
+
+  int fd;
+  size_t size;
+  if (create) {
+    fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
+    if (fd < 0) return errno == EEXIST ? WP_ERR_EXISTS : WP_ERR_SYSTEM;
+    fchmod(fd, (mode_t)mode); /* the umask must not narrow what the caller asked for */
+    size = segment_size_for(create);
+    if (ftruncate(fd, (off_t)size) != 0) {
+      close(fd);
+      shm_unlink(path);
+      return WP_ERR_SYSTEM;
+    }
+  } else {
+    fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : WP_ERR_SYSTEM;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      close(fd);
+      return WP_ERR_SYSTEM;
+    }
+    if (st.st_size < (off_t)WP_HEADER_SIZE) {
+      close(fd);
+      return WP_ERR_BAD_SEGMENT;
+    }
+    size = (size_t)st.st_size;
+  }
+  uint8_t *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    if (create) shm_unlink(path);
+    return WP_ERR_SYSTEM;
+  }
+  uint32_t capacity = create;
+  if (create) {
+    init_header(base, create); /* ftruncate zero-filled everything else: FREE slots, FREE clients */
+  } else {
+    /* acquire: pairs with init_header's release of the magic. */
+    if (__atomic_load_n((uint64_t *)(base + WP_HDR_MAGIC), __ATOMIC_ACQUIRE) != WP_MAGIC ||
+        check_segment(base, size, &capacity) != WP_OK) {
+      munmap(base, size);
+      return WP_ERR_BAD_SEGMENT;
+    }
+  }
+  wp_table *t = calloc(1, sizeof *t);
+  uint32_t *pins = calloc(capacity, sizeof *pins);
+  if (t == NULL || pins == NULL) {
+    free(t);
+    free(pins);
+    munmap(base, size);
+    return WP_ERR_NO_MEMORY;
+  }
+  t->base = base;
+  t->size = size;
+  t->capacity = capacity;
+  t->window = capacity < WP_PROBE_WINDOW ? capacity : WP_PROBE_WINDOW;
+  t->pins = pins;
+  t->lease_free = UINT32_MAX;
+  int rc = register_client(t, producer ? WP_CLIENT_PRODUCER : 0);
+  if (rc == WP_ERR_NO_CLIENT_SLOT && wp_reap_dead_clients(t) > 0) rc = register_client(t, producer ? WP_CLIENT_PRODUCER : 0);
+  if (rc == WP_OK && producer) {
+    rc = claim_producer(t);
+    if (rc != WP_OK) {
+      __atomic_store_n((uint64_t *)(client_at(t, t->client) + WP_CLI_WORD),
+                       (t->client_word & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE, __ATOMIC_RELEASE);
+    }
+  }
+  if (rc != WP_OK) {
+    free(pins);
+    free(t);
+    munmap(base, size);
+    return rc;
+  }
+  *out = t;
+  return WP_OK;
+}
+
+void wp_close(wp_table *t) {
+  if (t == NULL) return;
+  release_client_pins(t, t->client);
+  if (t->producer) {
+    settle_producer_slots(t);
+    uint64_t mine = (uint64_t)(t->client + 1) | (t->client_word >> SERIAL_SHIFT) << 8;
+    __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &mine, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+  }
+  /* release: our pin releases above happen before the entry is seen FREE. Only this
+   * handle's own ACTIVE word is cleared: a reaper that wrongly took it has moved on. */
+  uint64_t w = t->client_word;
+  __atomic_compare_exchange_n((uint64_t *)(client_at(t, t->client) + WP_CLI_WORD), &w,
+                              (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  munmap(t->base, t->size);
+  free(t->pins);
+  free(t->leases);
+  free(t);
+}
+
+int wp_unlink(const char *name) {
+  if (!valid_name(name)) return WP_ERR_INVALID_ARGUMENT;
+  char path[WP_MAX_NAME + 2];
+  snprintf(path, sizeof path, "/%s", name);
+  if (shm_unlink(path) != 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : WP_ERR_SYSTEM;
+  return WP_OK;
+}
+
+/* ---- consumer side ------------------------------------------------------------------- */
+
+static int lease_acquire(wp_table *t, uint32_t slot, uint64_t *token) {
+  if (t->lease_free == UINT32_MAX) {
+    uint32_t cap = t->lease_cap ? t->lease_cap * 2 : 256;
+    lease_record *grown = realloc(t->leases, (size_t)cap * sizeof *grown);
+    if (grown == NULL) return WP_ERR_NO_MEMORY;
+    for (uint32_t i = t->lease_cap; i < cap; i++) {
+      grown[i] = (lease_record){0, 1, i + 1 < cap ? i + 1 : UINT32_MAX, 0};
+    }
+    t->leases = grown;
+    t->lease_free = t->lease_cap;
+    t->lease_cap = cap;
+  }
+  uint32_t index = t->lease_free;
+  lease_record *r = &t->leases[index];
+  t->lease_free = r->next_free;
+  r->slot = slot;
+  r->live = 1;
+  *token = (uint64_t)r->gen << 32 | index;
+  return WP_OK;
+}
+
+/* Reads the slot's device record under its seqlock and compares it with the target. Called
+ * while this client holds a pin on the slot, so the slot cannot be evicted or reused during
+ * the read: only a newer record (a higher, even sequence) can race with it. */
+static int check_device_record(const wp_table *t, uint32_t slot, const wp_device_record *target) {
+  uint64_t *rec = slot_word(t, slot, WP_SLOT_DEVICE);
+  for (int attempt = 0; attempt < 8; attempt++) {
+    /* acquire: the fields written before this sequence was stored are visible. */
+    uint64_t s1 = __atomic_load_n(&rec[0], __ATOMIC_ACQUIRE);
+    if (s1 == 0) return WP_MISS_NO_DEVICE_RECORD;
+    if (s1 & 1) continue; /* a write in progress */
+    uint64_t uuid0 = __atomic_load_n(&rec[1], __ATOMIC_RELAXED);
+    uint64_t uuid1 = __atomic_load_n(&rec[2], __ATOMIC_RELAXED);
+    uint64_t arena = __atomic_load_n(&rec[3], __ATOMIC_RELAXED);
+    uint64_t arena_generation = __atomic_load_n(&rec[4], __ATOMIC_RELAXED);
+    /* acquire fence: the field loads above complete before the sequence is read again. */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&rec[0], __ATOMIC_RELAXED) != s1) continue;
+    uint64_t want0, want1;
+    memcpy(&want0, target->device_uuid, 8);
+    memcpy(&want1, target->device_uuid + 8, 8);
+    if (uuid0 != want0 || uuid1 != want1 || arena != target->arena) return WP_MISS_DEVICE_MISMATCH;
+    if (arena_generation != target->arena_generation) return WP_MISS_ARENA_GENERATION_MISMATCH;
+    return WP_OK;
+  }
+  return WP_MISS_DEVICE_WRITE_INCOMPLETE;
+}
+
+int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *target, wp_lease *out) {
+  const uint64_t bit = 1ull << t->client;
+  uint32_t slot = home_slot(t, digest);
+  int seen = WP_MISS_ABSENT;
+  for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
+    uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
+    /* acquire: the digest and meta the producer wrote before this state are visible. */
+    uint64_t sg = __atomic_load_n(sg_word, __ATOMIC_ACQUIRE);
+    uint64_t state = state_of(sg);
+    if (state == WP_SLOT_FREE || !digest_equals(t, slot, digest)) continue;
+    if (state == WP_SLOT_RESERVED) { seen = WP_MISS_PREPARING; continue; }
+    if (t->pins[slot] == 0) {
+      if (state != WP_SLOT_READY) { seen = WP_MISS_EVICTING; continue; }
+      uint64_t *mask = slot_word(t, slot, WP_SLOT_PIN_MASK);
+      /* Dekker handshake with wp_try_evict: publish the pin, then re-read the state, both
+       * seq_cst. Either the evictor's mask load sees our bit, or its READY->EVICTING claim
+       * precedes our re-read and we back out. */
+      __atomic_fetch_or(mask, bit, __ATOMIC_SEQ_CST);
+      uint64_t again = __atomic_load_n(sg_word, __ATOMIC_SEQ_CST);
+      if (again != sg) {
+        /* release: nothing read here is used; it only undoes the bit. */
+        __atomic_fetch_and(mask, ~bit, __ATOMIC_RELEASE);
+        return state_of(again) == WP_SLOT_EVICTING ? WP_MISS_EVICTING : WP_MISS_CONTENDED;
+      }
+    }
+    /* Already holding the bit (pins[slot] > 0) the slot cannot be evicted or reused, even
+     * if it shows EVICTING for a moment (that eviction will roll back). */
+    int rc = target == NULL ? WP_OK : check_device_record(t, slot, target);
+    uint64_t token;
+    if (rc == WP_OK) rc = lease_acquire(t, slot, &token) == WP_OK ? WP_OK : WP_MISS_CONTENDED;
+    if (rc != WP_OK) {
+      if (t->pins[slot] == 0) __atomic_fetch_and(slot_word(t, slot, WP_SLOT_PIN_MASK), ~bit, __ATOMIC_RELEASE);
+      return rc;
+    }
+    t->pins[slot]++;
+    out->slot = slot;
+    out->generation = gen_of(sg);
+    out->token = token;
+    read_meta(t, slot, &out->meta);
+    return WP_OK;
+  }
+  return seen;
+}
+
+void wp_unpin(wp_table *t, const wp_lease *lease) {
+  if (t == NULL || lease == NULL) return;
+  uint32_t index = (uint32_t)lease->token;
+  uint32_t gen = (uint32_t)(lease->token >> 32);
+  if (index >= t->lease_cap) return;
+  lease_record *r = &t->leases[index];
+  if (!r->live || r->gen != gen || r->slot != lease->slot) return; /* closed before, or not ours */
+  r->live = 0;
+  r->gen++;
+  r->next_free = t->lease_free;
+  t->lease_free = index;
+  if (--t->pins[r->slot] == 0) {
+    /* release: every read of the artifact under this pin happens before an evictor sees
+     * the bit cleared. */
+    __atomic_fetch_and(slot_word(t, r->slot, WP_SLOT_PIN_MASK), ~(1ull << t->client), __ATOMIC_RELEASE);
+  }
+}
+
+/* ---- producer side ------------------------------------------------------------------- */
+
+/* The slot holding `digest` in any non-FREE state, or UINT32_MAX. Producer only: states
+ * other than READY->(pins) change only by our hand, so plain acquire reads suffice. */
+static uint32_t find_slot(const wp_table *t, const uint8_t digest[32], uint64_t *sg_out) {
+  uint32_t slot = home_slot(t, digest);
+  for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
+    uint64_t sg = __atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE);
+    if (state_of(sg) != WP_SLOT_FREE && digest_equals(t, slot, digest)) {
+      *sg_out = sg;
+      return slot;
+    }
+  }
+  return UINT32_MAX;
+}
+
+int wp_reserve(wp_table *t, const uint8_t digest[32], wp_reservation *out) {
+  if (t == NULL || digest == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
+  if (!t->producer) return WP_ERR_NOT_PRODUCER;
+  uint64_t sg;
+  if (find_slot(t, digest, &sg) != UINT32_MAX) return WP_EXISTS;
+  uint32_t slot = home_slot(t, digest);
+  for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
+    uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
+    sg = __atomic_load_n(sg_word, __ATOMIC_ACQUIRE);
+    if (state_of(sg) != WP_SLOT_FREE) continue;
+    uint64_t *d = slot_word(t, slot, WP_SLOT_DIGEST);
+    for (int k = 0; k < 4; k++) {
+      uint64_t v;
+      memcpy(&v, digest + 8 * k, 8);
+      __atomic_store_n(&d[k], v, __ATOMIC_RELAXED); /* published by the release below */
+    }
+    __atomic_store_n(slot_word(t, slot, WP_SLOT_DEVICE), 0, __ATOMIC_RELAXED); /* no device record */
+    /* release: a lookup that reads RESERVED (acquire) sees the digest. */
+    __atomic_store_n(sg_word, make_sg(WP_SLOT_RESERVED, gen_of(sg)), __ATOMIC_RELEASE);
+    out->slot = slot;
+    out->generation = gen_of(sg);
+    return WP_OK;
+  }
+  return WP_FULL;
+}
+
+static int reserved_slot(const wp_table *t, const wp_reservation *r) {
+  if (t == NULL || r == NULL) return WP_ERR_INVALID_ARGUMENT;
+  if (!t->producer) return WP_ERR_NOT_PRODUCER;
+  if (r->slot >= t->capacity) return WP_ERR_INVALID_ARGUMENT;
+  uint64_t sg = __atomic_load_n(slot_word(t, r->slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE);
+  return sg == make_sg(WP_SLOT_RESERVED, r->generation) ? WP_OK : WP_STALE;
+}
+
+int wp_publish(wp_table *t, const wp_reservation *r, const wp_meta *meta) {
+  int rc = reserved_slot(t, r);
+  if (rc != WP_OK) return rc;
+  if (meta == NULL) return WP_ERR_INVALID_ARGUMENT;
+  uint64_t *m = slot_word(t, r->slot, WP_SLOT_META);
+  __atomic_store_n(&m[0], meta->size_bytes, __ATOMIC_RELAXED); /* published by the release below */
+  __atomic_store_n(&m[1], meta->location, __ATOMIC_RELAXED);
+  __atomic_store_n(&m[2], meta->checksum, __ATOMIC_RELAXED);
+  __atomic_store_n(&m[3], (uint64_t)meta->codec_id | (uint64_t)meta->representation_version << 32, __ATOMIC_RELAXED);
+  /* release: a pinner that reads READY (acquire) sees the metadata. */
+  __atomic_store_n(slot_word(t, r->slot, WP_SLOT_STATE_GEN), make_sg(WP_SLOT_READY, r->generation), __ATOMIC_RELEASE);
+  return WP_OK;
+}
+
+int wp_abandon(wp_table *t, const wp_reservation *r) {
+  int rc = reserved_slot(t, r);
+  if (rc != WP_OK) return rc;
+  /* release: orders our digest writes before the slot is seen FREE (and reusable). */
+  __atomic_store_n(slot_word(t, r->slot, WP_SLOT_STATE_GEN), make_sg(WP_SLOT_FREE, r->generation + 1), __ATOMIC_RELEASE);
+  return WP_OK;
+}
+
+int wp_try_evict(wp_table *t, const uint8_t digest[32]) {
+  if (t == NULL || digest == NULL) return WP_ERR_INVALID_ARGUMENT;
+  if (!t->producer) return WP_ERR_NOT_PRODUCER;
+  uint64_t sg;
+  uint32_t slot = find_slot(t, digest, &sg);
+  if (slot == UINT32_MAX || state_of(sg) == WP_SLOT_RESERVED) return WP_ABSENT;
+  if (state_of(sg) != WP_SLOT_READY) return WP_PINNED; /* EVICTING left by a dead producer: settled at claim */
+  uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
+  uint64_t evicting = make_sg(WP_SLOT_EVICTING, gen_of(sg));
+  /* The evictor's half of the Dekker handshake: claim, then read the pins, both seq_cst. */
+  if (!__atomic_compare_exchange_n(sg_word, &sg, evicting, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return WP_PINNED;
+  if (__atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_SEQ_CST) != 0) {
+    /* Pinned (or a pinner racing in that will back out): roll back, data untouched.
+     * seq_cst so a holder's re-read that saw EVICTING is followed by READY in one order. */
+    __atomic_store_n(sg_word, make_sg(WP_SLOT_READY, gen_of(sg)), __ATOMIC_SEQ_CST);
+    return WP_PINNED;
+  }
+  /* FREE with the next generation, before anything else changes: EVICTING always means
+   * "data intact", and no lease or lookup of generation g can match again. */
+  __atomic_store_n(slot_word(t, slot, WP_SLOT_DEVICE), 0, __ATOMIC_RELAXED);
+  __atomic_store_n(sg_word, make_sg(WP_SLOT_FREE, gen_of(sg) + 1), __ATOMIC_RELEASE);
+  return WP_OK;
+}
+
+int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_device_record *rec) {
+  if (t == NULL || digest == NULL || rec == NULL) return WP_ERR_INVALID_ARGUMENT;
+  if (!t->producer) return WP_ERR_NOT_PRODUCER;
+  uint64_t sg;
+  uint32_t slot = find_slot(t, digest, &sg);
+  if (slot == UINT32_MAX || state_of(sg) != WP_SLOT_READY) return WP_ABSENT;
+  uint64_t *r = slot_word(t, slot, WP_SLOT_DEVICE);
+  /* Seqlock writer (the producer is the only one): odd while writing, then the next even.
+   * relaxed store + release fence: the odd sequence is visible before any field changes. */
+  uint64_t seq = __atomic_load_n(&r[0], __ATOMIC_RELAXED);
+  uint64_t odd = seq == 0 ? 1 : seq + 1;
+  __atomic_store_n(&r[0], odd, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  uint64_t uuid0, uuid1;
+  memcpy(&uuid0, rec->device_uuid, 8);
+  memcpy(&uuid1, rec->device_uuid + 8, 8);
+  __atomic_store_n(&r[1], uuid0, __ATOMIC_RELAXED);
+  __atomic_store_n(&r[2], uuid1, __ATOMIC_RELAXED);
+  __atomic_store_n(&r[3], rec->arena, __ATOMIC_RELAXED);
+  __atomic_store_n(&r[4], rec->arena_generation, __ATOMIC_RELAXED);
+  __atomic_store_n(&r[5], rec->write_seq, __ATOMIC_RELAXED);
+  /* release: a reader that sees the even sequence (acquire) sees every field. */
+  __atomic_store_n(&r[0], odd + 1, __ATOMIC_RELEASE);
+  return WP_OK;
+}
+
+/* ---- names and introspection --------------------------------------------------------- */
+
+const char *wp_status_name(int status) {
+  switch (status) {
+    case WP_OK: return "WP_OK";
+    case WP_MISS_ABSENT: return "WP_MISS_ABSENT";
+    case WP_MISS_PREPARING: return "WP_MISS_PREPARING";
+    case WP_MISS_EVICTING: return "WP_MISS_EVICTING";
+    case WP_MISS_CONTENDED: return "WP_MISS_CONTENDED";
+    case WP_MISS_NO_DEVICE_RECORD: return "WP_MISS_NO_DEVICE_RECORD";
+    case WP_MISS_DEVICE_MISMATCH: return "WP_MISS_DEVICE_MISMATCH";
+    case WP_MISS_ARENA_GENERATION_MISMATCH: return "WP_MISS_ARENA_GENERATION_MISMATCH";
+    case WP_MISS_DEVICE_WRITE_INCOMPLETE: return "WP_MISS_DEVICE_WRITE_INCOMPLETE";
+    case WP_EXISTS: return "WP_EXISTS";
+    case WP_FULL: return "WP_FULL";
+    case WP_PINNED: return "WP_PINNED";
+    case WP_ABSENT: return "WP_ABSENT";
+    case WP_STALE: return "WP_STALE";
+    case WP_ERR_INVALID_ARGUMENT: return "WP_ERR_INVALID_ARGUMENT";
+    case WP_ERR_BAD_SEGMENT: return "WP_ERR_BAD_SEGMENT";
+    case WP_ERR_WRITER_EXISTS: return "WP_ERR_WRITER_EXISTS";
+    case WP_ERR_NOT_PRODUCER: return "WP_ERR_NOT_PRODUCER";
+    case WP_ERR_NO_CLIENT_SLOT: return "WP_ERR_NO_CLIENT_SLOT";
+    case WP_ERR_SYSTEM: return "WP_ERR_SYSTEM";
+    case WP_ERR_NOT_FOUND: return "WP_ERR_NOT_FOUND";
+    case WP_ERR_EXISTS: return "WP_ERR_EXISTS";
+    case WP_ERR_NO_MEMORY: return "WP_ERR_NO_MEMORY";
+    default: return "WP_UNKNOWN";
+  }
+}
+
+uint32_t wp_abi_version(void) { return WP_ABI_VERSION; }
+uint32_t wp_capacity(const wp_table *t) { return t ? t->capacity : 0; }
+int wp_client_index(const wp_table *t) { return t ? (int)t->client : -1; }
+int wp_is_producer(const wp_table *t) { return t ? t->producer : 0; }
+
+uint64_t wp_slot_state_gen(const wp_table *t, uint32_t slot) {
+  return t && slot < t->capacity ? __atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE) : 0;
+}
+uint64_t wp_slot_pin_mask(const wp_table *t, uint32_t slot) {
+  return t && slot < t->capacity ? __atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_ACQUIRE) : 0;
+}
+uint32_t wp_client_pins(const wp_table *t, uint32_t slot) { return t && slot < t->capacity ? t->pins[slot] : 0; }
+
+const void *wp_segment(const wp_table *t, size_t *size) {
+  if (t == NULL) return NULL;
+  if (size) *size = t->size;
+  return t->base;
+}
+
+uint64_t wp_pin_loop(wp_table *t, const uint8_t digest[32], uint64_t iterations) {
+  uint64_t hits = 0;
+  wp_lease lease;
+  for (uint64_t i = 0; i < iterations; i++) {
+    if (wp_try_pin(t, digest, NULL, &lease) == WP_OK) {
+      hits++;
+      wp_unpin(t, &lease);
+    }
+  }
+  return hits;
+}
