@@ -4,7 +4,19 @@ export type WaitprepErrorCode =
   | 'ERR_INVALID_ARGUMENT'
   | 'ERR_GRANT_REQUIRED'
   | 'ERR_WRONG_THREAD'
-  | 'ERR_REENTRANT';
+  | 'ERR_REENTRANT'
+  | 'ERR_BAD_SEGMENT'
+  | 'ERR_WRITER_EXISTS'
+  | 'ERR_NOT_PRODUCER'
+  | 'ERR_TABLE_NOT_FOUND'
+  | 'ERR_TABLE_EXISTS'
+  | 'ERR_TABLE_FULL'
+  | 'ERR_KEY_EXISTS'
+  | 'ERR_STALE_RESERVATION'
+  | 'ERR_NO_CLIENT_SLOT'
+  | 'ERR_NATIVE_UNAVAILABLE'
+  | 'ERR_CLOSED'
+  | 'ERR_SYSTEM';
 
 /**
  * Every error waitprep throws. `code` is a stable string (`ERR_…`); match on it,

@@ -11,6 +11,17 @@ export {
 } from './key.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
+export {
+  openLeaseTable,
+  unlinkLeaseTable,
+  leaseTableBackend,
+  LeaseTable,
+  type OpenLeaseTableOptions,
+  type ArtifactMeta,
+  type DeviceWrite,
+  type Reservation,
+} from './lease-table/table.js';
+export type { TableInspection, SlotInspection, ClientInspection } from './lease-table/inspect.js';
 export { implementation, implementationReason, nativeLoadError, nativeLibraryPath, type Implementation } from './native.js';
 export type {
   ArtifactBackend,

@@ -7,9 +7,22 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 
-/** What the addon exports (the lease-table issue grows this). */
-export interface NativeAddon {
-  readonly abiVersion: number;
+import { LAYOUT } from './lease-table/layout.js';
+import type { NativeTableAddon } from './lease-table/native-handle.js';
+
+/** What the addon exports. */
+export type NativeAddon = NativeTableAddon;
+
+/**
+ * The addon's layout constants must equal the JavaScript mirror's, or the two
+ * implementations would read each other's segments differently. A mismatch
+ * keeps the addon out (the fallback is used) and says which constant differs.
+ */
+function layoutMismatch(addon: NativeAddon): string | null {
+  for (const [name, value] of Object.entries(LAYOUT)) {
+    if (addon.layout?.[name] !== value) return `${name} is ${addon.layout?.[name]} in the addon, ${value} in JavaScript`;
+  }
+  return null;
 }
 
 /** Which implementation of the native parts is in use. */
@@ -22,6 +35,11 @@ function load(): { addon: NativeAddon | null; error: Error | null; reason: strin
   try {
     // node-gyp-build looks in build/Release, build/Debug, then prebuilds/<platform>-<arch>.
     const addon = (require('node-gyp-build') as (dir: string) => NativeAddon)(root);
+    const mismatch = layoutMismatch(addon);
+    if (mismatch !== null) {
+      const error = new Error(`waitprep addon layout differs from the JavaScript layout: ${mismatch}`);
+      return { addon: null, error, reason: `${error.message}; using the JavaScript fallback` };
+    }
     return { addon, error: null, reason: 'the Node-API addon loaded' };
   } catch (cause) {
     const error = cause instanceof Error ? cause : new Error(String(cause));

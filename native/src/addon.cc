@@ -1,13 +1,250 @@
-// The Node-API binding: flat functions over the C core. Argument checking
-// lives in TypeScript (lib/); this file trusts its (checked) arguments.
+// The Node-API binding: flat functions over opaque table handles. Argument
+// checking lives in TypeScript (lib/lease-table/); this file trusts its
+// (checked) arguments and turns nothing into exceptions: every outcome is a
+// status code, and results go into the caller's scratch BigUint64Array.
 #include <napi.h>
+
+#include <cstring>
+#include <unordered_set>
 
 #include "waitprep.h"
 
 namespace {
 
+struct Handle {
+  wp_table *table = nullptr;
+  Napi::Reference<Napi::BigUint64Array> out_ref;
+  uint64_t *out = nullptr;
+};
+
+// Handles opened in one environment (the main thread or a worker_thread).
+// When the environment goes away, the cleanup hook closes what is still open,
+// so a terminated worker releases its pins and its client entry.
+struct Instance {
+  std::unordered_set<Handle *> open;
+};
+
+void CloseHandle(Instance *instance, Handle *h) {
+  if (h->table == nullptr) return;
+  wp_close(h->table);
+  h->table = nullptr;
+  h->out = nullptr;
+  if (instance) instance->open.erase(h);
+}
+
+Handle *HandleOf(const Napi::Value &v) { return v.As<Napi::External<Handle>>().Data(); }
+
+// Every call on a closed handle answers this status instead of touching freed memory.
+#define OPEN_OR_RETURN(h)                                                          \
+  if ((h)->table == nullptr) return Napi::Number::New(info.Env(), WP_ERR_INVALID_ARGUMENT)
+
+const uint8_t *BytesOf(const Napi::Value &v) {
+  auto a = v.As<Napi::Uint8Array>();
+  return a.Data();
+}
+
+Napi::Value Open(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  std::string name = info[0].As<Napi::String>().Utf8Value();
+  bool producer = info[1].As<Napi::Boolean>().Value();
+  wp_open_options options{info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value()};
+  auto out = info[4].As<Napi::BigUint64Array>();
+  wp_table *table = nullptr;
+  int rc = wp_open_ex(name.c_str(), producer ? 1 : 0, &options, &table);
+  Napi::Array result = Napi::Array::New(env, 2);
+  result.Set(0u, Napi::Number::New(env, rc));
+  if (rc != WP_OK) {
+    result.Set(1u, env.Null());
+    return result;
+  }
+  auto *instance = env.GetInstanceData<Instance>();
+  auto *h = new Handle();
+  h->table = table;
+  h->out_ref = Napi::Persistent(out);
+  h->out = out.Data();
+  instance->open.insert(h);
+  auto external = Napi::External<Handle>::New(env, h, [](Napi::Env env, Handle *h) {
+    CloseHandle(env.GetInstanceData<Instance>(), h);
+    delete h;
+  });
+  result.Set(1u, external);
+  return result;
+}
+
+Napi::Value Close(const Napi::CallbackInfo &info) {
+  CloseHandle(info.Env().GetInstanceData<Instance>(), HandleOf(info[0]));
+  return info.Env().Undefined();
+}
+
+Napi::Value TryPin(const Napi::CallbackInfo &info) {
+  Handle *h = HandleOf(info[0]);
+  OPEN_OR_RETURN(h);
+  wp_device_record device;
+  const wp_device_record *target = nullptr;
+  if (info[2].IsTypedArray()) {
+    std::memcpy(&device, BytesOf(info[2]), sizeof device);
+    target = &device;
+  }
+  wp_lease lease;
+  int rc = wp_try_pin(h->table, BytesOf(info[1]), target, &lease);
+  if (rc == WP_OK) {
+    uint64_t *o = h->out;
+    o[0] = lease.slot;
+    o[1] = lease.generation;
+    o[2] = lease.token;
+    o[3] = lease.meta.size_bytes;
+    o[4] = lease.meta.location;
+    o[5] = lease.meta.checksum;
+    o[6] = lease.meta.codec_id;
+    o[7] = lease.meta.representation_version;
+  }
+  return Napi::Number::New(info.Env(), rc);
+}
+
+Napi::Value Unpin(const Napi::CallbackInfo &info) {
+  Handle *h = HandleOf(info[0]);
+  if (h->table == nullptr) return info.Env().Undefined();
+  bool lossless;
+  wp_lease lease{};
+  lease.slot = info[1].As<Napi::Number>().Uint32Value();
+  lease.token = info[2].As<Napi::BigInt>().Uint64Value(&lossless);
+  wp_unpin(h->table, &lease);
+  return info.Env().Undefined();
+}
+
+Napi::Value Reserve(const Napi::CallbackInfo &info) {
+  Handle *h = HandleOf(info[0]);
+  OPEN_OR_RETURN(h);
+  wp_reservation r;
+  int rc = wp_reserve(h->table, BytesOf(info[1]), &r);
+  if (rc == WP_OK) {
+    h->out[0] = r.slot;
+    h->out[1] = r.generation;
+  }
+  return Napi::Number::New(info.Env(), rc);
+}
+
+wp_reservation ReservationOf(const Napi::CallbackInfo &info) {
+  bool lossless;
+  return wp_reservation{info[1].As<Napi::Number>().Uint32Value(), info[2].As<Napi::BigInt>().Uint64Value(&lossless)};
+}
+
+Napi::Value Publish(const Napi::CallbackInfo &info) {
+  Handle *h = HandleOf(info[0]);
+  OPEN_OR_RETURN(h);
+  wp_reservation r = ReservationOf(info);
+  const uint64_t *m = info[3].As<Napi::BigUint64Array>().Data();
+  wp_meta meta{m[0], m[1], m[2], static_cast<uint32_t>(m[3]), static_cast<uint32_t>(m[4])};
+  return Napi::Number::New(info.Env(), wp_publish(h->table, &r, &meta));
+}
+
+Napi::Value Abandon(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  wp_reservation r = ReservationOf(info);
+  return Napi::Number::New(info.Env(), wp_abandon(HandleOf(info[0])->table, &r));
+}
+
+Napi::Value TryEvict(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  return Napi::Number::New(info.Env(), wp_try_evict(HandleOf(info[0])->table, BytesOf(info[1])));
+}
+
+Napi::Value RecordDeviceWrite(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  wp_device_record rec;
+  std::memcpy(&rec, BytesOf(info[2]), sizeof rec);
+  return Napi::Number::New(info.Env(), wp_record_device_write(HandleOf(info[0])->table, BytesOf(info[1]), &rec));
+}
+
+Napi::Value Reap(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  return Napi::Number::New(info.Env(), wp_reap_dead_clients(HandleOf(info[0])->table));
+}
+
+Napi::Value ClientPins(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  return Napi::Number::New(info.Env(), wp_client_pins(HandleOf(info[0])->table, info[1].As<Napi::Number>().Uint32Value()));
+}
+
+Napi::Value Describe(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  Napi::Env env = info.Env();
+  wp_table *t = HandleOf(info[0])->table;
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("capacity", Napi::Number::New(env, wp_capacity(t)));
+  o.Set("clientIndex", Napi::Number::New(env, wp_client_index(t)));
+  o.Set("producer", Napi::Boolean::New(env, wp_is_producer(t) != 0));
+  return o;
+}
+
+// A copy of the whole segment, for inspection (never on a hot path).
+Napi::Value Segment(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  size_t size = 0;
+  const void *base = wp_segment(HandleOf(info[0])->table, &size);
+  return Napi::Buffer<uint8_t>::Copy(info.Env(), static_cast<const uint8_t *>(base), size);
+}
+
+Napi::Value PinLoop(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  bool lossless;
+  uint64_t n = info[2].As<Napi::BigInt>().Uint64Value(&lossless);
+  return Napi::BigInt::New(info.Env(), wp_pin_loop(HandleOf(info[0])->table, BytesOf(info[1]), n));
+}
+
+Napi::Value Unlink(const Napi::CallbackInfo &info) {
+  return Napi::Number::New(info.Env(), wp_unlink(info[0].As<Napi::String>().Utf8Value().c_str()));
+}
+
+Napi::Object Layout(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  auto set = [&](const char *name, double v) { o.Set(name, Napi::Number::New(env, v)); };
+  set("WP_ABI_VERSION", WP_ABI_VERSION);
+  set("WP_HEADER_SIZE", WP_HEADER_SIZE);
+  set("WP_CLIENT_SIZE", WP_CLIENT_SIZE);
+  set("WP_SLOT_SIZE", WP_SLOT_SIZE);
+  set("WP_MAX_CLIENTS", WP_MAX_CLIENTS);
+  set("WP_PROBE_WINDOW", WP_PROBE_WINDOW);
+  set("WP_MAX_CAPACITY", WP_MAX_CAPACITY);
+  set("WP_HDR_CAPACITY", WP_HDR_CAPACITY);
+  set("WP_HDR_PRODUCER", WP_HDR_PRODUCER);
+  set("WP_HDR_SEGMENT_SIZE", WP_HDR_SEGMENT_SIZE);
+  set("WP_SLOT_STATE_GEN", WP_SLOT_STATE_GEN);
+  set("WP_SLOT_PIN_MASK", WP_SLOT_PIN_MASK);
+  set("WP_SLOT_DIGEST", WP_SLOT_DIGEST);
+  set("WP_SLOT_META", WP_SLOT_META);
+  set("WP_SLOT_DEVICE", WP_SLOT_DEVICE);
+  set("WP_CLI_WORD", WP_CLI_WORD);
+  set("WP_CLI_START_TIME", WP_CLI_START_TIME);
+  set("WP_CLI_PID_NS", WP_CLI_PID_NS);
+  set("WP_SLOT_READY", WP_SLOT_READY);
+  set("WP_SLOT_EVICTING", WP_SLOT_EVICTING);
+  return o;
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  auto *instance = new Instance();
+  env.SetInstanceData<Instance>(instance);
+  env.AddCleanupHook([instance]() {
+    for (Handle *h : std::unordered_set<Handle *>(instance->open)) CloseHandle(instance, h);
+  });
   exports.Set("abiVersion", Napi::Number::New(env, wp_abi_version()));
+  exports.Set("layout", Layout(env));
+  exports.Set("open", Napi::Function::New(env, Open, "open"));
+  exports.Set("close", Napi::Function::New(env, Close, "close"));
+  exports.Set("tryPin", Napi::Function::New(env, TryPin, "tryPin"));
+  exports.Set("unpin", Napi::Function::New(env, Unpin, "unpin"));
+  exports.Set("reserve", Napi::Function::New(env, Reserve, "reserve"));
+  exports.Set("publish", Napi::Function::New(env, Publish, "publish"));
+  exports.Set("abandon", Napi::Function::New(env, Abandon, "abandon"));
+  exports.Set("tryEvict", Napi::Function::New(env, TryEvict, "tryEvict"));
+  exports.Set("recordDeviceWrite", Napi::Function::New(env, RecordDeviceWrite, "recordDeviceWrite"));
+  exports.Set("reapDeadClients", Napi::Function::New(env, Reap, "reapDeadClients"));
+  exports.Set("clientPins", Napi::Function::New(env, ClientPins, "clientPins"));
+  exports.Set("describe", Napi::Function::New(env, Describe, "describe"));
+  exports.Set("segment", Napi::Function::New(env, Segment, "segment"));
+  exports.Set("pinLoop", Napi::Function::New(env, PinLoop, "pinLoop"));
+  exports.Set("unlink", Napi::Function::New(env, Unlink, "unlink"));
   return exports;
 }
 

@@ -1,0 +1,110 @@
+import { CLIENT_STATE, CLI, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
+
+/** One registered client as the segment records it. */
+export interface ClientInspection {
+  index: number;
+  state: 'claiming' | 'active' | 'reaping';
+  pid: number;
+  serial: number;
+  startTime: bigint;
+  pidNamespace: bigint;
+  producer: boolean;
+}
+
+/** One non-free slot. */
+export interface SlotInspection {
+  slot: number;
+  state: 'reserved' | 'ready' | 'evicting';
+  generation: bigint;
+  /** Client indexes holding at least one pin. */
+  pinHolders: number[];
+  digestHex: string;
+  meta: { sizeBytes: bigint; location: bigint; checksum: bigint; codecId: number; representationVersion: number };
+  /** The device record, when one is present and not being written. */
+  device: { deviceUuidHex: string; arena: bigint; arenaGeneration: bigint; writeSeq: bigint } | null;
+}
+
+/** What {@link LeaseTable.inspect} reports. */
+export interface TableInspection {
+  abiVersion: number;
+  capacity: number;
+  segmentSize: bigint;
+  /** The producer's client index, or `null` when there is none. */
+  producer: number | null;
+  reapedClients: bigint;
+  clients: ClientInspection[];
+  slots: SlotInspection[];
+}
+
+const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
+const SLOT_STATES = ['free', 'reserved', 'ready', 'evicting'] as const;
+
+/**
+ * Reads a snapshot of a segment (a copy, or a view racing with writers: each
+ * field is read once, so a racing snapshot is merely stale, never unsafe).
+ * The segment was validated when the table was opened.
+ */
+export function inspectSegment(bytes: Uint8Array): TableInspection {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const capacity = view.getUint32(HDR.CAPACITY, true);
+  const producerWord = view.getBigUint64(HDR.PRODUCER, true);
+  const clients: ClientInspection[] = [];
+  for (let i = 0; i < MAX_CLIENTS; i++) {
+    const at = CLIENTS_OFFSET + i * CLIENT_SIZE;
+    const word = view.getBigUint64(at + CLI.WORD, true);
+    const state = Number(word & 3n);
+    if (state === CLIENT_STATE.FREE) continue;
+    clients.push({
+      index: i,
+      state: CLIENT_STATES[state] as ClientInspection['state'],
+      pid: Number((word >> 2n) & 0x3f_ffffn),
+      serial: Number(word >> 24n),
+      startTime: view.getBigUint64(at + CLI.START_TIME, true),
+      pidNamespace: view.getBigUint64(at + CLI.PID_NS, true),
+      producer: producerWord !== 0n && Number(producerWord & 0xffn) === i + 1,
+    });
+  }
+  const slots: SlotInspection[] = [];
+  for (let s = 0; s < capacity; s++) {
+    const at = SLOTS_OFFSET + s * SLOT_SIZE;
+    const stateGen = view.getBigUint64(at + SLOT.STATE_GEN, true);
+    const state = Number(stateGen & 0xffn);
+    if (state === SLOT_STATE.FREE || state > SLOT_STATE.EVICTING) continue;
+    const mask = view.getBigUint64(at + SLOT.PIN_MASK, true);
+    const pinHolders: number[] = [];
+    for (let c = 0; c < MAX_CLIENTS; c++) if ((mask >> BigInt(c)) & 1n) pinHolders.push(c);
+    const seq = view.getBigUint64(at + SLOT.DEVICE, true);
+    const device = seq !== 0n && (seq & 1n) === 0n
+      ? {
+          deviceUuidHex: Buffer.from(bytes.subarray(at + SLOT.DEVICE + 8, at + SLOT.DEVICE + 24)).toString('hex'),
+          arena: view.getBigUint64(at + SLOT.DEVICE + 24, true),
+          arenaGeneration: view.getBigUint64(at + SLOT.DEVICE + 32, true),
+          writeSeq: view.getBigUint64(at + SLOT.DEVICE + 40, true),
+        }
+      : null;
+    slots.push({
+      slot: s,
+      state: SLOT_STATES[state] as SlotInspection['state'],
+      generation: stateGen >> 8n,
+      pinHolders,
+      digestHex: Buffer.from(bytes.subarray(at + SLOT.DIGEST, at + SLOT.DIGEST + 32)).toString('hex'),
+      meta: {
+        sizeBytes: view.getBigUint64(at + SLOT.META, true),
+        location: view.getBigUint64(at + SLOT.META + 8, true),
+        checksum: view.getBigUint64(at + SLOT.META + 16, true),
+        codecId: view.getUint32(at + SLOT.META + 24, true),
+        representationVersion: view.getUint32(at + SLOT.META + 28, true),
+      },
+      device,
+    });
+  }
+  return {
+    abiVersion: view.getUint32(HDR.ABI_VERSION, true),
+    capacity,
+    segmentSize: view.getBigUint64(HDR.SEGMENT_SIZE, true),
+    producer: producerWord === 0n ? null : Number(producerWord & 0xffn) - 1,
+    reapedClients: view.getBigUint64(HDR.REAPED, true),
+    clients,
+    slots,
+  };
+}

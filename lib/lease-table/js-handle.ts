@@ -1,0 +1,795 @@
+/**
+ * The lease table's JavaScript fallback: the same byte layout and the same
+ * protocol as native/src/table.c, over a SharedArrayBuffer instead of POSIX
+ * shared memory. Read table.c first; every function here mirrors the C
+ * function of the same name, and the comments only add what differs in JS.
+ *
+ * Memory orders. JS Atomics are sequentially consistent, at least as strong as
+ * every order table.c uses. 64-bit shared words (state_gen, pin_mask,
+ * producer, client words, the device sequence) go through BigUint64Array
+ * Atomics. Digests and metadata are read with plain 32-bit reads (JS has no
+ * undefined behaviour for races; aligned 32-bit accesses never tear, and the
+ * state re-read decides whether what was read can be trusted, exactly as in C).
+ * The device-record fields are read and written with 32-bit Atomics, so the
+ * seqlock's second sequence load can never be satisfied before the field loads
+ * (C needs an acquire fence for that; seq_cst loads give it here).
+ *
+ * Allocation. The pin path (tryPin/unpin) allocates nothing but the BigInt
+ * values that BigUint64Array Atomics return and the few small BigInts derived
+ * from them; the results go into `out` through a Uint32Array view on it.
+ *
+ * Clients and liveness. A SharedArrayBuffer cannot cross processes, so in the
+ * fallback every client of a table lives in this one process (one client per
+ * handle, one handle per thread that uses the table: worker_threads open the
+ * table from the buffer the creator hands them). pid-based reaping therefore
+ * never fires here: every entry carries our own pid, which is alive. A thread
+ * that is done with a table must close() its handle: that releases all its pins,
+ * gives up the producer role and frees its registry entry. A worker terminated
+ * without closing leaks its entry and its pins until the process exits.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { threadId } from 'node:worker_threads';
+import type { TableHandle } from './handle.js';
+import {
+  CLI,
+  CLIENT_PRODUCER,
+  CLIENT_SIZE,
+  CLIENT_STATE,
+  CLIENTS_OFFSET,
+  HDR,
+  HEADER_SIZE,
+  MAX_CAPACITY,
+  MAX_CLIENTS,
+  MAX_NAME,
+  PROBE_WINDOW,
+  SLOT,
+  SLOT_SIZE,
+  SLOT_STATE,
+  SLOTS_OFFSET,
+  STATUS,
+  WP_ABI_VERSION,
+  WP_MAGIC,
+  segmentSize,
+} from './layout.js';
+
+// The layout is little-endian and so are the 32-bit views used to read it.
+if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) {
+  throw new Error('waitprep: the JavaScript lease table needs a little-endian host');
+}
+
+const U64 = 0xffff_ffff_ffff_ffffn;
+const STATE_SHIFT = 8n;
+const STATE_MASK = 0xffn;
+const CLIENT_STATE_MASK = 0x3n;
+const PID_BITS = 22;
+const PID_MASK = (1 << PID_BITS) - 1;
+const PID_MASK_N = BigInt(PID_MASK);
+const SERIAL_SHIFT = 24n;
+/** A client word with state and pid cleared (serial kept): how FREE is written. */
+const KEEP_SERIAL = U64 & ~CLIENT_STATE_MASK & ~(PID_MASK_N << 2n);
+const NO_RECORD = 0xffff_ffff;
+const MAX_LEASE_RECORDS = 1 << 30;
+
+const SG_FREE = BigInt(SLOT_STATE.FREE);
+const SG_RESERVED = BigInt(SLOT_STATE.RESERVED);
+const SG_READY = BigInt(SLOT_STATE.READY);
+const SG_EVICTING = BigInt(SLOT_STATE.EVICTING);
+
+function makeSg(state: bigint, gen: bigint): bigint {
+  return BigInt.asUintN(64, (gen << STATE_SHIFT) | state);
+}
+
+/**
+ * home_slot: (h * capacity) >> 32 for the digest's first little-endian u32 `h`, exactly as the C
+ * core computes it in 64-bit integers. h * capacity reaches 2^56, beyond a double's 53 bits, so
+ * h is split into 16-bit halves whose products stay below 2^40.
+ */
+export function homeSlotFor(h: number, capacity: number): number {
+  const high = (h >>> 16) * capacity;
+  const low = (h & 0xffff) * capacity;
+  return Math.floor((high + Math.floor(low / 0x10000)) / 0x10000);
+}
+
+// ---- name registry (per thread, like a per-thread /dev/shm) ----------------------------
+
+const registry = new Map<string, SharedArrayBuffer>();
+
+/** Removes a table's name from this thread's registry; open handles keep working. */
+export function unlinkJsTable(name: string): number {
+  if (!validName(name)) return STATUS.ERR_INVALID_ARGUMENT;
+  return registry.delete(name) ? STATUS.OK : STATUS.ERR_NOT_FOUND;
+}
+
+function validName(name: unknown): name is string {
+  if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME) return false;
+  return /^[A-Za-z0-9._-]+$/.test(name) && name[0] !== '.';
+}
+
+// ---- process liveness (mirrors read_proc_stat / pid_namespace / client_is_dead) --------
+
+/** State and start time (field 22) of /proc/PID/stat, or null when absent or unreadable. */
+function readProcStat(pid: number | 'self'): { state: string; startTime: bigint } | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return null;
+  }
+  // The command name may hold spaces and parentheses: the last ')' ends it.
+  const close = text.lastIndexOf(')');
+  if (close < 0 || text[close + 1] !== ' ') return null;
+  const fields = text.slice(close + 2).split(' ');
+  // fields[0] is field 3 (state); the start time is field 22.
+  if (fields.length < 20 || !/^\d+$/.test(fields[19]!)) return null;
+  return { state: fields[0]!, startTime: BigInt(fields[19]!) };
+}
+
+function pidNamespace(pid: number | 'self'): bigint {
+  try {
+    return statSync(`/proc/${pid}/ns/pid`, { bigint: true }).ino;
+  } catch {
+    return 0n;
+  }
+}
+
+let self: { pid: number; startTime: bigint; pidNs: bigint } | null = null;
+/** Our pid, start time and pid namespace: read once (they never change for a process). */
+function selfIdentity(): { pid: number; startTime: bigint; pidNs: bigint } {
+  if (self === null || self.pid !== process.pid) {
+    self = { pid: process.pid, startTime: readProcStat('self')?.startTime ?? 0n, pidNs: pidNamespace('self') };
+  }
+  return self;
+}
+
+/** True when the process that registered (pid, startTime) is certainly gone. */
+function clientIsDead(pid: number, startTime: bigint): boolean {
+  if (pid === process.pid) return false; // ourselves: alive (the C check concludes the same)
+  const now = readProcStat(pid);
+  if (now !== null) {
+    if (now.startTime !== startTime && startTime !== 0n) return true; // pid reused
+    return now.state === 'Z' || now.state === 'X'; // killed, not yet waited for
+  }
+  // No /proc entry: confirm, since hidepid can hide live processes.
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+// ---- segment checks --------------------------------------------------------------------
+
+/** check_segment: the capacity of a well-formed segment, or -1. Never reads out of bounds. */
+function checkSegment(buffer: SharedArrayBuffer): number {
+  const size = buffer.byteLength;
+  if (size < HEADER_SIZE) return -1;
+  const view = new DataView(buffer, 0, HEADER_SIZE);
+  // Acquire (here seq_cst) on the magic pairs with initHeader's store of it.
+  const magic = Atomics.load(new BigUint64Array(buffer, 0, 1), 0);
+  const abi = view.getUint32(HDR.ABI_VERSION, true);
+  const headerSize = view.getUint32(HDR.HEADER_SIZE, true);
+  const capacity = view.getUint32(HDR.CAPACITY, true);
+  const window = view.getUint32(HDR.PROBE_WINDOW, true);
+  const maxClients = view.getUint32(HDR.MAX_CLIENTS, true);
+  const slotSize = view.getUint32(HDR.SLOT_SIZE, true);
+  const clientSize = view.getUint32(HDR.CLIENT_SIZE, true);
+  const segSize = view.getBigUint64(HDR.SEGMENT_SIZE, true);
+  const clientsOffset = view.getBigUint64(HDR.CLIENTS_OFFSET, true);
+  const slotsOffset = view.getBigUint64(HDR.SLOTS_OFFSET, true);
+  if (magic !== WP_MAGIC || abi !== WP_ABI_VERSION || headerSize !== HEADER_SIZE) return -1;
+  if (capacity === 0 || capacity > MAX_CAPACITY || window !== PROBE_WINDOW) return -1;
+  if (maxClients !== MAX_CLIENTS || slotSize !== SLOT_SIZE || clientSize !== CLIENT_SIZE) return -1;
+  if (clientsOffset !== BigInt(CLIENTS_OFFSET) || slotsOffset !== BigInt(SLOTS_OFFSET)) return -1;
+  if (segSize !== BigInt(segmentSize(capacity)) || size < segmentSize(capacity)) return -1;
+  return capacity;
+}
+
+function initHeader(buffer: SharedArrayBuffer, capacity: number): void {
+  const view = new DataView(buffer, 0, HEADER_SIZE);
+  view.setUint32(HDR.ABI_VERSION, WP_ABI_VERSION, true);
+  view.setUint32(HDR.HEADER_SIZE, HEADER_SIZE, true);
+  view.setUint32(HDR.CAPACITY, capacity, true);
+  view.setUint32(HDR.PROBE_WINDOW, PROBE_WINDOW, true);
+  view.setUint32(HDR.MAX_CLIENTS, MAX_CLIENTS, true);
+  view.setUint32(HDR.SLOT_SIZE, SLOT_SIZE, true);
+  view.setUint32(HDR.CLIENT_SIZE, CLIENT_SIZE, true);
+  view.setBigUint64(HDR.SEGMENT_SIZE, BigInt(segmentSize(capacity)), true);
+  view.setBigUint64(HDR.CLIENTS_OFFSET, BigInt(CLIENTS_OFFSET), true);
+  view.setBigUint64(HDR.SLOTS_OFFSET, BigInt(SLOTS_OFFSET), true);
+  // Release (here seq_cst): an opener that sees the magic sees every field above.
+  Atomics.store(new BigUint64Array(buffer, 0, 1), 0, WP_MAGIC);
+}
+
+// ---- open ------------------------------------------------------------------------------
+
+export interface JsOpenOptions {
+  name: string;
+  producer: boolean;
+  /** 0: open an existing table (from `buffer` when given, else by name); > 0: create. */
+  createCapacity: number;
+  buffer?: SharedArrayBuffer;
+}
+
+export interface JsOpenResult {
+  status: number;
+  handle: TableHandle | null;
+  buffer: SharedArrayBuffer | null;
+}
+
+/**
+ * Opens or creates a table (wp_open_ex). A worker thread opens the creator's table by passing the
+ * creator's buffer (see {@link jsTableBuffer}); the name is then also entered in the worker's own
+ * registry if it is not there yet.
+ */
+export function openJsHandle(options: JsOpenOptions): JsOpenResult {
+  const { name, producer, createCapacity, buffer: given } = options;
+  if (!validName(name)) return fail(STATUS.ERR_INVALID_ARGUMENT);
+  if (!Number.isInteger(createCapacity) || createCapacity < 0 || createCapacity > MAX_CAPACITY) {
+    return fail(STATUS.ERR_INVALID_ARGUMENT);
+  }
+  let buffer: SharedArrayBuffer;
+  let capacity: number;
+  if (createCapacity > 0) {
+    if (registry.has(name)) return fail(STATUS.ERR_EXISTS);
+    try {
+      buffer = new SharedArrayBuffer(segmentSize(createCapacity));
+    } catch {
+      return fail(STATUS.ERR_NO_MEMORY);
+    }
+    initHeader(buffer, createCapacity); // the rest is zero: FREE slots, FREE clients
+    registry.set(name, buffer);
+    capacity = createCapacity;
+  } else {
+    const found = given ?? registry.get(name);
+    if (found === undefined) return fail(STATUS.ERR_NOT_FOUND);
+    if (!(found instanceof SharedArrayBuffer)) return fail(STATUS.ERR_BAD_SEGMENT);
+    capacity = checkSegment(found);
+    if (capacity < 0) return fail(STATUS.ERR_BAD_SEGMENT);
+    buffer = found;
+    if (!registry.has(name)) registry.set(name, buffer);
+  }
+  const table = new JsTableHandle(buffer, capacity);
+  const status = table.open(producer);
+  if (status !== STATUS.OK) return fail(status);
+  return { status: STATUS.OK, handle: table, buffer };
+}
+
+function fail(status: number): JsOpenResult {
+  return { status, handle: null, buffer: null };
+}
+
+/** The SharedArrayBuffer behind a fallback handle (to hand to a worker), or null for any other handle. */
+export function jsTableBuffer(handle: TableHandle): SharedArrayBuffer | null {
+  return handle instanceof JsTableHandle ? handle.buffer : null;
+}
+
+// ---- the handle ------------------------------------------------------------------------
+
+export class JsTableHandle implements TableHandle {
+  readonly out = new BigUint64Array(8);
+  readonly buffer: SharedArrayBuffer;
+  readonly capacity: number;
+  /** Cached privately at open, never re-read from shared memory. */
+  private readonly window: number;
+  private readonly u64: BigUint64Array;
+  private readonly u32: Uint32Array;
+  /** `out` as 32-bit words, so results are written without creating BigInts. */
+  private readonly out32: Uint32Array;
+  /** The digest of the current call as 8 little-endian u32 words. */
+  private readonly want = new Uint32Array(8);
+  /** The device target of the current call: uuid 4 words, arena 2, arena_generation 2, write_seq 2. */
+  private readonly target = new Uint32Array(10);
+  /** Splits a token into its 32-bit halves. */
+  private readonly scratch64 = new BigUint64Array(1);
+  private readonly scratch32 = new Uint32Array(this.scratch64.buffer);
+  /** Private pin count per slot. */
+  private readonly pins: Uint32Array;
+  // The lease records (table.c lease_record), one entry per array.
+  private leaseSlot = new Uint32Array(0);
+  private leaseGen = new Uint32Array(0);
+  private leaseNext = new Uint32Array(0);
+  private leaseLive = new Uint8Array(0);
+  private leaseCap = 0;
+  private leaseFree = NO_RECORD;
+
+  private client = -1;
+  private clientWord = 0n;
+  private bit = 0n;
+  private notBit = 0n;
+  private isProducer = false;
+  private closed = false;
+
+  constructor(buffer: SharedArrayBuffer, capacity: number) {
+    const size = segmentSize(capacity);
+    this.buffer = buffer;
+    this.capacity = capacity;
+    this.window = capacity < PROBE_WINDOW ? capacity : PROBE_WINDOW;
+    this.u64 = new BigUint64Array(buffer, 0, size / 8);
+    this.u32 = new Uint32Array(buffer, 0, size / 4);
+    this.out32 = new Uint32Array(this.out.buffer);
+    this.pins = new Uint32Array(capacity);
+  }
+
+  get clientIndex(): number {
+    return this.client;
+  }
+  get producer(): boolean {
+    return this.isProducer;
+  }
+
+  // -- offsets (u64 / u32 element indexes) --
+
+  private slotByte(slot: number): number {
+    return SLOTS_OFFSET + slot * SLOT_SIZE;
+  }
+  private sgIndex(slot: number): number {
+    return (SLOTS_OFFSET + slot * SLOT_SIZE + SLOT.STATE_GEN) >> 3;
+  }
+  private maskIndex(slot: number): number {
+    return (SLOTS_OFFSET + slot * SLOT_SIZE + SLOT.PIN_MASK) >> 3;
+  }
+  private clientWordIndex(client: number): number {
+    return (CLIENTS_OFFSET + client * CLIENT_SIZE + CLI.WORD) >> 3;
+  }
+  private nextSlot(slot: number): number {
+    return slot + 1 === this.capacity ? 0 : slot + 1;
+  }
+
+  /** Loads the digest into `want`; false when it is not 32 bytes. */
+  private loadDigest(digest: Uint8Array): boolean {
+    if (digest.length !== 32) return false;
+    const want = this.want;
+    for (let k = 0, b = 0; k < 8; k++, b += 4) {
+      want[k] = digest[b]! | (digest[b + 1]! << 8) | (digest[b + 2]! << 16) | (digest[b + 3]! << 24);
+    }
+    return true;
+  }
+
+  private homeSlot(): number {
+    return homeSlotFor(this.want[0]!, this.capacity);
+  }
+
+  /** digest_equals, with plain 32-bit reads: the state re-check decides. */
+  private digestEquals(slot: number): boolean {
+    const base = (this.slotByte(slot) + SLOT.DIGEST) >> 2;
+    const u32 = this.u32;
+    const want = this.want;
+    for (let k = 0; k < 8; k++) {
+      if (u32[base + k] !== want[k]) return false;
+    }
+    return true;
+  }
+
+  // ---- client registry ----
+
+  /** register_client, then claim_producer when asked: wp_open_ex after the mapping. */
+  open(producer: boolean): number {
+    let rc = this.registerClient(producer ? CLIENT_PRODUCER : 0);
+    if (rc === STATUS.ERR_NO_CLIENT_SLOT && this.reapDeadClients() > 0) {
+      rc = this.registerClient(producer ? CLIENT_PRODUCER : 0);
+    }
+    if (rc === STATUS.OK && producer) {
+      rc = this.claimProducer();
+      if (rc !== STATUS.OK) {
+        Atomics.store(this.u64, this.clientWordIndex(this.client), this.clientWord & KEEP_SERIAL);
+      }
+    }
+    if (rc !== STATUS.OK) this.closed = true;
+    return rc;
+  }
+
+  private registerClient(flags: number): number {
+    const { pid, startTime, pidNs } = selfIdentity();
+    if (pid > PID_MASK) return STATUS.ERR_SYSTEM;
+    const u64 = this.u64;
+    for (let i = 0; i < MAX_CLIENTS; i++) {
+      const wordIndex = this.clientWordIndex(i);
+      const w = Atomics.load(u64, wordIndex);
+      if ((w & CLIENT_STATE_MASK) !== BigInt(CLIENT_STATE.FREE)) continue;
+      const serial = (w >> SERIAL_SHIFT) + 1n;
+      const claiming = BigInt.asUintN(64, (serial << SERIAL_SHIFT) | (BigInt(pid) << 2n) | BigInt(CLIENT_STATE.CLAIMING));
+      if (Atomics.compareExchange(u64, wordIndex, w, claiming) !== w) continue;
+      const entry = CLIENTS_OFFSET + i * CLIENT_SIZE;
+      Atomics.store(u64, (entry + CLI.START_TIME) >> 3, startTime);
+      Atomics.store(u64, (entry + CLI.PID_NS) >> 3, pidNs);
+      Atomics.store(this.u32, (entry + CLI.FLAGS) >> 2, flags);
+      Atomics.store(this.u32, (entry + CLI.THREAD) >> 2, threadId);
+      const active = (claiming & ~CLIENT_STATE_MASK) | BigInt(CLIENT_STATE.ACTIVE);
+      // table.c publishes ACTIVE with a plain release store. A CAS from our CLAIMING word is the
+      // same when nobody else wrote the entry, and if a reaper took it meanwhile (it cannot tell a
+      // live registrant of another pid namespace from a dead one) we must not overwrite whoever
+      // holds it now: we held no pins yet, so look for another entry.
+      if (Atomics.compareExchange(u64, wordIndex, claiming, active) !== claiming) continue;
+      this.client = i;
+      this.clientWord = active;
+      this.bit = 1n << BigInt(i);
+      this.notBit = U64 ^ this.bit;
+      return STATUS.OK;
+    }
+    return STATUS.ERR_NO_CLIENT_SLOT;
+  }
+
+  private releaseClientPins(client: number): void {
+    const keep = U64 ^ (1n << BigInt(client));
+    for (let s = 0; s < this.capacity; s++) Atomics.and(this.u64, this.maskIndex(s), keep);
+  }
+
+  /** settle_producer_slots: EVICTING back to READY, RESERVED abandoned. Producer only. */
+  private settleProducerSlots(): void {
+    for (let s = 0; s < this.capacity; s++) {
+      const index = this.sgIndex(s);
+      const v = Atomics.load(this.u64, index);
+      const state = v & STATE_MASK;
+      if (state === SG_EVICTING) {
+        Atomics.store(this.u64, index, makeSg(SG_READY, v >> STATE_SHIFT));
+      } else if (state === SG_RESERVED) {
+        Atomics.store(this.u64, index, makeSg(SG_FREE, (v >> STATE_SHIFT) + 1n));
+      }
+    }
+  }
+
+  reapDeadClients(): number {
+    if (this.closed) return -STATUS.ERR_INVALID_ARGUMENT;
+    const myNs = selfIdentity().pidNs;
+    const u64 = this.u64;
+    let reaped = 0;
+    for (let i = 0; i < MAX_CLIENTS; i++) {
+      if (i === this.client) continue;
+      const entry = CLIENTS_OFFSET + i * CLIENT_SIZE;
+      const wordIndex = (entry + CLI.WORD) >> 3;
+      const w = Atomics.load(u64, wordIndex);
+      const state = w & CLIENT_STATE_MASK;
+      const active = state === BigInt(CLIENT_STATE.ACTIVE);
+      if (!active && state !== BigInt(CLIENT_STATE.CLAIMING)) continue;
+      const pid = Number((w >> 2n) & PID_MASK_N);
+      const startTime = active ? Atomics.load(u64, (entry + CLI.START_TIME) >> 3) : 0n;
+      const ns = active ? Atomics.load(u64, (entry + CLI.PID_NS) >> 3) : myNs;
+      if (ns !== myNs) continue; // another pid namespace: its pids mean nothing here
+      if (!clientIsDead(pid, startTime)) continue;
+      // Claim the reap from the exact snapshot found dead.
+      const reaping = (w & ~CLIENT_STATE_MASK) | BigInt(CLIENT_STATE.REAPING);
+      if (Atomics.compareExchange(u64, wordIndex, w, reaping) !== w) continue;
+      this.releaseClientPins(i);
+      const producerWord = BigInt(i + 1) | ((w >> SERIAL_SHIFT) << 8n);
+      Atomics.compareExchange(u64, HDR.PRODUCER >> 3, producerWord, 0n);
+      Atomics.store(u64, wordIndex, w & KEEP_SERIAL); // FREE, serial kept
+      Atomics.add(u64, HDR.REAPED >> 3, 1n);
+      reaped++;
+    }
+    return reaped;
+  }
+
+  private producerWord(): bigint {
+    return BigInt(this.client + 1) | ((this.clientWord >> SERIAL_SHIFT) << 8n);
+  }
+
+  private claimProducer(): number {
+    const mine = this.producerWord();
+    for (let attempt = 0; attempt < 2; attempt++) {
+      if (Atomics.compareExchange(this.u64, HDR.PRODUCER >> 3, 0n, mine) === 0n) {
+        this.isProducer = true;
+        this.settleProducerSlots(); // a previous producer may have died mid-operation
+        return STATUS.OK;
+      }
+      if (attempt === 0) this.reapDeadClients(); // the holder may be dead
+    }
+    return STATUS.ERR_WRITER_EXISTS;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.releaseClientPins(this.client);
+    this.pins.fill(0);
+    if (this.isProducer) {
+      this.settleProducerSlots();
+      Atomics.compareExchange(this.u64, HDR.PRODUCER >> 3, this.producerWord(), 0n);
+      this.isProducer = false;
+    }
+    // Only our own ACTIVE word is cleared: a reaper that wrongly took it has moved on.
+    const w = this.clientWord;
+    Atomics.compareExchange(this.u64, this.clientWordIndex(this.client), w, w & KEEP_SERIAL);
+  }
+
+  // ---- consumer side ----
+
+  /** lease_acquire: a record index for a new pin on `slot`, or NO_RECORD when none can be had. */
+  private leaseAcquire(slot: number): number {
+    if (this.leaseFree === NO_RECORD && !this.growLeases()) return NO_RECORD;
+    const index = this.leaseFree;
+    this.leaseFree = this.leaseNext[index]!;
+    this.leaseSlot[index] = slot;
+    this.leaseLive[index] = 1;
+    return index;
+  }
+
+  private growLeases(): boolean {
+    const old = this.leaseCap;
+    const cap = old ? old * 2 : 256;
+    if (cap > MAX_LEASE_RECORDS) return false;
+    const slot = new Uint32Array(cap);
+    const gen = new Uint32Array(cap);
+    const next = new Uint32Array(cap);
+    const live = new Uint8Array(cap);
+    slot.set(this.leaseSlot);
+    gen.set(this.leaseGen);
+    next.set(this.leaseNext);
+    live.set(this.leaseLive);
+    for (let i = old; i < cap; i++) {
+      gen[i] = 1;
+      next[i] = i + 1 < cap ? i + 1 : NO_RECORD;
+    }
+    this.leaseSlot = slot;
+    this.leaseGen = gen;
+    this.leaseNext = next;
+    this.leaseLive = live;
+    this.leaseFree = old;
+    this.leaseCap = cap;
+    return true;
+  }
+
+  /**
+   * check_device_record: the slot's device record under its seqlock, against `target`. Called
+   * while this client holds a pin on the slot, so only a newer record can race with the read.
+   */
+  private checkDeviceRecord(slot: number): number {
+    const byte = this.slotByte(slot) + SLOT.DEVICE;
+    const seqIndex = byte >> 3;
+    const f = (byte >> 2) + 2; // first field word, after the 8-byte sequence
+    const u64 = this.u64;
+    const u32 = this.u32;
+    const t = this.target;
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const s1 = Atomics.load(u64, seqIndex);
+      if (s1 === 0n) return STATUS.MISS_NO_DEVICE_RECORD;
+      if ((s1 & 1n) !== 0n) continue; // a write in progress
+      const uuid0 = Atomics.load(u32, f);
+      const uuid1 = Atomics.load(u32, f + 1);
+      const uuid2 = Atomics.load(u32, f + 2);
+      const uuid3 = Atomics.load(u32, f + 3);
+      const arena0 = Atomics.load(u32, f + 4);
+      const arena1 = Atomics.load(u32, f + 5);
+      const arenaGen0 = Atomics.load(u32, f + 6);
+      const arenaGen1 = Atomics.load(u32, f + 7);
+      if (Atomics.load(u64, seqIndex) !== s1) continue;
+      if (uuid0 !== t[0] || uuid1 !== t[1] || uuid2 !== t[2] || uuid3 !== t[3] || arena0 !== t[4] || arena1 !== t[5]) {
+        return STATUS.MISS_DEVICE_MISMATCH;
+      }
+      if (arenaGen0 !== t[6] || arenaGen1 !== t[7]) return STATUS.MISS_ARENA_GENERATION_MISMATCH;
+      return STATUS.OK;
+    }
+    return STATUS.MISS_DEVICE_WRITE_INCOMPLETE;
+  }
+
+  /** Loads a 40-byte wp_device_record into `target`; false when it is not 40 bytes. */
+  private loadTarget(record: Uint8Array): boolean {
+    if (record.length !== 40) return false;
+    const t = this.target;
+    for (let k = 0, b = 0; k < 10; k++, b += 4) {
+      t[k] = record[b]! | (record[b + 1]! << 8) | (record[b + 2]! << 16) | (record[b + 3]! << 24);
+    }
+    return true;
+  }
+
+  tryPin(digest: Uint8Array, device: Uint8Array | null): number {
+    if (this.closed) return STATUS.ERR_INVALID_ARGUMENT;
+    if (!this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
+    if (device !== null && !this.loadTarget(device)) return STATUS.ERR_INVALID_ARGUMENT;
+    const u64 = this.u64;
+    const pins = this.pins;
+    let slot = this.homeSlot();
+    let seen: number = STATUS.MISS_ABSENT;
+    for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
+      const sgIndex = this.sgIndex(slot);
+      const sg = Atomics.load(u64, sgIndex);
+      const state = sg & STATE_MASK;
+      if (state === SG_FREE || !this.digestEquals(slot)) continue;
+      if (state === SG_RESERVED) {
+        seen = STATUS.MISS_PREPARING;
+        continue;
+      }
+      const held = pins[slot]! > 0;
+      if (!held) {
+        if (state !== SG_READY) {
+          seen = STATUS.MISS_EVICTING;
+          continue;
+        }
+        // Dekker handshake with tryEvict: publish the pin, then re-read the state.
+        const maskIndex = sgIndex + 1;
+        Atomics.or(u64, maskIndex, this.bit);
+        const again = Atomics.load(u64, sgIndex);
+        if (again !== sg) {
+          Atomics.and(u64, maskIndex, this.notBit);
+          return (again & STATE_MASK) === SG_EVICTING ? STATUS.MISS_EVICTING : STATUS.MISS_CONTENDED;
+        }
+      }
+      // Holding the bit, the slot cannot be evicted or reused (it may show EVICTING for a moment).
+      let rc: number = device === null ? STATUS.OK : this.checkDeviceRecord(slot);
+      let record = NO_RECORD;
+      if (rc === STATUS.OK) {
+        record = this.leaseAcquire(slot);
+        if (record === NO_RECORD) rc = STATUS.MISS_CONTENDED;
+      }
+      if (rc !== STATUS.OK) {
+        if (!held) Atomics.and(u64, sgIndex + 1, this.notBit);
+        return rc;
+      }
+      pins[slot]!++;
+      this.writeLease(slot, record);
+      return STATUS.OK;
+    }
+    return seen;
+  }
+
+  /** Fills `out` for a lease: slot, generation, token, then the metadata (read after the re-read). */
+  private writeLease(slot: number, record: number): void {
+    const out32 = this.out32;
+    const u32 = this.u32;
+    out32[0] = slot;
+    out32[1] = 0;
+    // The generation (sg >> 8), from the two halves of the state word: while we hold the pin the
+    // generation bits cannot change (only the state byte can, EVICTING and back), so plain 32-bit
+    // reads give the generation of `sg` without creating a BigInt.
+    const w = this.sgIndex(slot) << 1;
+    const lo = u32[w]!;
+    const hi = u32[w + 1]!;
+    out32[2] = ((lo >>> 8) | (hi << 24)) >>> 0;
+    out32[3] = hi >>> 8;
+    out32[4] = record; // token: gen << 32 | index
+    out32[5] = this.leaseGen[record]!;
+    const m = (this.slotByte(slot) + SLOT.META) >> 2;
+    out32[6] = u32[m]!; // size_bytes
+    out32[7] = u32[m + 1]!;
+    out32[8] = u32[m + 2]!; // location
+    out32[9] = u32[m + 3]!;
+    out32[10] = u32[m + 4]!; // checksum
+    out32[11] = u32[m + 5]!;
+    out32[12] = u32[m + 6]!; // codec_id
+    out32[13] = 0;
+    out32[14] = u32[m + 7]!; // representation_version
+    out32[15] = 0;
+  }
+
+  unpin(slot: number, token: bigint): void {
+    if (this.closed) return;
+    // Split the token through a scratch u64 and its 32-bit halves: no BigInt arithmetic.
+    this.scratch64[0] = token;
+    const index = this.scratch32[0]!;
+    const gen = this.scratch32[1]!;
+    if (index >= this.leaseCap) return;
+    if (!this.leaseLive[index] || this.leaseGen[index] !== gen || this.leaseSlot[index] !== slot) return; // closed before, or not ours
+    this.leaseLive[index] = 0;
+    this.leaseGen[index] = (gen + 1) >>> 0;
+    this.leaseNext[index] = this.leaseFree;
+    this.leaseFree = index;
+    if (--this.pins[slot]! === 0) Atomics.and(this.u64, this.maskIndex(slot), this.notBit);
+  }
+
+  clientPins(slot: number): number {
+    return Number.isInteger(slot) && slot >= 0 && slot < this.capacity ? this.pins[slot]! : 0;
+  }
+
+  segment(): Uint8Array {
+    return new Uint8Array(this.buffer, 0, segmentSize(this.capacity));
+  }
+
+  // ---- producer side ----
+
+  private producerCheck(): number {
+    if (this.closed) return STATUS.ERR_INVALID_ARGUMENT;
+    return this.isProducer ? STATUS.OK : STATUS.ERR_NOT_PRODUCER;
+  }
+
+  /** find_slot: the slot holding the loaded digest in any non-FREE state, or -1; its word in `found`. */
+  private found = 0n;
+  private findSlot(): number {
+    let slot = this.homeSlot();
+    for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
+      const sg = Atomics.load(this.u64, this.sgIndex(slot));
+      if ((sg & STATE_MASK) !== SG_FREE && this.digestEquals(slot)) {
+        this.found = sg;
+        return slot;
+      }
+    }
+    return -1;
+  }
+
+  reserve(digest: Uint8Array): number {
+    const check = this.producerCheck();
+    if (check !== STATUS.OK) return check;
+    if (!this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
+    if (this.findSlot() >= 0) return STATUS.EXISTS;
+    const u64 = this.u64;
+    let slot = this.homeSlot();
+    for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
+      const sgIndex = this.sgIndex(slot);
+      const sg = Atomics.load(u64, sgIndex);
+      if ((sg & STATE_MASK) !== SG_FREE) continue;
+      const d = (this.slotByte(slot) + SLOT.DIGEST) >> 2;
+      for (let k = 0; k < 8; k++) Atomics.store(this.u32, d + k, this.want[k]!); // published below
+      Atomics.store(u64, (this.slotByte(slot) + SLOT.DEVICE) >> 3, 0n); // no device record
+      Atomics.store(u64, sgIndex, makeSg(SG_RESERVED, sg >> STATE_SHIFT));
+      this.out[0] = BigInt(slot);
+      this.out[1] = sg >> STATE_SHIFT;
+      return STATUS.OK;
+    }
+    return STATUS.FULL;
+  }
+
+  private reservedSlot(slot: number, generation: bigint): number {
+    const check = this.producerCheck();
+    if (check !== STATUS.OK) return check;
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.capacity || typeof generation !== 'bigint') {
+      return STATUS.ERR_INVALID_ARGUMENT;
+    }
+    const sg = Atomics.load(this.u64, this.sgIndex(slot));
+    return sg === makeSg(SG_RESERVED, generation) ? STATUS.OK : STATUS.STALE;
+  }
+
+  publish(slot: number, generation: bigint, meta: BigUint64Array): number {
+    const rc = this.reservedSlot(slot, generation);
+    if (rc !== STATUS.OK) return rc;
+    if (!(meta instanceof BigUint64Array) || meta.length < 5) return STATUS.ERR_INVALID_ARGUMENT;
+    const m = (this.slotByte(slot) + SLOT.META) >> 3;
+    const u64 = this.u64;
+    Atomics.store(u64, m, meta[0]!); // published by the READY store below
+    Atomics.store(u64, m + 1, meta[1]!);
+    Atomics.store(u64, m + 2, meta[2]!);
+    Atomics.store(u64, m + 3, BigInt.asUintN(32, meta[3]!) | (BigInt.asUintN(32, meta[4]!) << 32n));
+    Atomics.store(u64, this.sgIndex(slot), makeSg(SG_READY, generation));
+    return STATUS.OK;
+  }
+
+  abandon(slot: number, generation: bigint): number {
+    const rc = this.reservedSlot(slot, generation);
+    if (rc !== STATUS.OK) return rc;
+    Atomics.store(this.u64, this.sgIndex(slot), makeSg(SG_FREE, generation + 1n));
+    return STATUS.OK;
+  }
+
+  tryEvict(digest: Uint8Array): number {
+    const check = this.producerCheck();
+    if (check !== STATUS.OK) return check;
+    if (!this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
+    const slot = this.findSlot();
+    if (slot < 0) return STATUS.ABSENT;
+    const sg = this.found;
+    const state = sg & STATE_MASK;
+    if (state === SG_RESERVED) return STATUS.ABSENT;
+    if (state !== SG_READY) return STATUS.PINNED; // EVICTING left by a dead producer: settled at claim
+    const u64 = this.u64;
+    const sgIndex = this.sgIndex(slot);
+    const gen = sg >> STATE_SHIFT;
+    // The evictor's half of the Dekker handshake: claim, then read the pins.
+    if (Atomics.compareExchange(u64, sgIndex, sg, makeSg(SG_EVICTING, gen)) !== sg) return STATUS.PINNED;
+    if (Atomics.load(u64, sgIndex + 1) !== 0n) {
+      Atomics.store(u64, sgIndex, sg); // pinned (or a pinner racing in): roll back, data untouched
+      return STATUS.PINNED;
+    }
+    // FREE with the next generation before anything else changes: EVICTING means "data intact".
+    Atomics.store(u64, (this.slotByte(slot) + SLOT.DEVICE) >> 3, 0n);
+    Atomics.store(u64, sgIndex, makeSg(SG_FREE, gen + 1n));
+    return STATUS.OK;
+  }
+
+  recordDeviceWrite(digest: Uint8Array, record: Uint8Array): number {
+    const check = this.producerCheck();
+    if (check !== STATUS.OK) return check;
+    if (!this.loadDigest(digest) || !this.loadTarget(record)) return STATUS.ERR_INVALID_ARGUMENT;
+    const slot = this.findSlot();
+    if (slot < 0 || (this.found & STATE_MASK) !== SG_READY) return STATUS.ABSENT;
+    const byte = this.slotByte(slot) + SLOT.DEVICE;
+    const seqIndex = byte >> 3;
+    const f = (byte >> 2) + 2;
+    // Seqlock writer (the producer is the only one): odd while writing, then the next even.
+    // table.c takes seq + 1 as the odd value, which is even when a producer died mid-write and
+    // left seq odd; the next odd number above seq keeps the parity right in that case too.
+    const seq = Atomics.load(this.u64, seqIndex);
+    const odd = seq + 1n + (seq & 1n);
+    Atomics.store(this.u64, seqIndex, odd);
+    for (let k = 0; k < 10; k++) Atomics.store(this.u32, f + k, this.target[k]!);
+    Atomics.store(this.u64, seqIndex, odd + 1n);
+    return STATUS.OK;
+  }
+}

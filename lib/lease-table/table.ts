@@ -1,0 +1,404 @@
+import { WaitprepError, invalidArgument } from '../errors.js';
+import { isArtifactKey, keyDigestBytes, type ArtifactKey } from '../key.js';
+import { normalizeTarget } from '../internal/validate.js';
+import { nativeAddon } from '../native.js';
+import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from '../types.js';
+import type { TableHandle } from './handle.js';
+import { inspectSegment, type TableInspection } from './inspect.js';
+import { openJsHandle } from './js-handle.js';
+import { MAX_CAPACITY, MISS_REASON, STATUS } from './layout.js';
+import { openNativeHandle } from './native-handle.js';
+
+/** Options of {@link openLeaseTable}. */
+export interface OpenLeaseTableOptions {
+  /** The table's name: 1-200 of `A-Z a-z 0-9 . _ -`, not starting with a dot. Native: `/dev/shm/<name>`. */
+  name: string;
+  /** `'producer'`: the single writer (reserve, publish, evict). `'consumer'`: pins only. */
+  role: 'consumer' | 'producer';
+  /** Create the table (it must not exist). `mode` defaults to 0o600; pass 0o660 for a group. */
+  create?: { capacity: number; mode?: number };
+  /** `'auto'` (default): native when the addon loaded, else the JavaScript fallback. */
+  implementation?: 'auto' | 'native' | 'js';
+  /** JavaScript fallback only: open this shared buffer (from {@link LeaseTable.sharedBuffer} in another thread). */
+  buffer?: SharedArrayBuffer;
+}
+
+/** Plain metadata published with an artifact. The backend validated the bytes before publishing. */
+export interface ArtifactMeta {
+  sizeBytes: number | bigint;
+  location: number | bigint;
+  checksum: number | bigint;
+  codecId: number;
+  representationVersion: number;
+}
+
+/** A device write the producer completed for a published artifact. */
+export interface DeviceWrite extends DeviceTarget {
+  /** The producer's own sequence number for this write. */
+  writeSeq: number | bigint;
+}
+
+/** A slot reserved by the producer for `key`, to publish or abandon. */
+export interface Reservation {
+  readonly key: ArtifactKey;
+  readonly slot: number;
+  readonly generation: bigint;
+}
+
+const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
+const U64_MAX = (1n << 64n) - 1n;
+const U32_MAX = 0xffff_ffff;
+/** The consumer a lease names when the table is used directly, without a coordinator. */
+const DIRECT: Consumer = Object.freeze({ engine: 'direct', request: 'direct', generation: 0 });
+const MISSES = new Map<number, Miss>(
+  Object.entries(MISS_REASON).map(([status, reason]) => [Number(status), Object.freeze({ kind: 'miss' as const, reason })]),
+);
+const MISS_CLOSED: Miss = Object.freeze({ kind: 'miss', reason: 'table-closed' });
+const MISS_INVALID_TARGET: Miss = Object.freeze({ kind: 'miss', reason: 'invalid-target' });
+
+/** Turns a status code into the error a caller sees. */
+function statusError(status: number, what: string): WaitprepError {
+  switch (status) {
+    case STATUS.ERR_BAD_SEGMENT:
+      return new WaitprepError('ERR_BAD_SEGMENT', `${what}: the segment is not a waitprep lease table of this ABI (wrong magic, version, size or geometry)`);
+    case STATUS.ERR_WRITER_EXISTS:
+      return new WaitprepError('ERR_WRITER_EXISTS', `${what}: another live producer holds this table`);
+    case STATUS.ERR_NOT_PRODUCER:
+      return new WaitprepError('ERR_NOT_PRODUCER', `${what}: only the table's producer may do this`);
+    case STATUS.ERR_NOT_FOUND:
+      return new WaitprepError('ERR_TABLE_NOT_FOUND', `${what}: no such table`);
+    case STATUS.ERR_EXISTS:
+      return new WaitprepError('ERR_TABLE_EXISTS', `${what}: a table of that name already exists`);
+    case STATUS.ERR_NO_CLIENT_SLOT:
+      return new WaitprepError('ERR_NO_CLIENT_SLOT', `${what}: all 64 client entries are taken by live clients`);
+    case STATUS.FULL:
+      return new WaitprepError('ERR_TABLE_FULL', `${what}: every slot in the key's probe window is taken; evict first`);
+    case STATUS.EXISTS:
+      return new WaitprepError('ERR_KEY_EXISTS', `${what}: the key is already reserved or published`);
+    case STATUS.STALE:
+      return new WaitprepError('ERR_STALE_RESERVATION', `${what}: the reservation was already published or abandoned`);
+    case STATUS.ERR_INVALID_ARGUMENT:
+      return new WaitprepError('ERR_INVALID_ARGUMENT', `${what}: invalid argument`);
+    default:
+      return new WaitprepError('ERR_SYSTEM', `${what}: failed with status ${status}`);
+  }
+}
+
+function u64(field: string, value: unknown): bigint {
+  if (typeof value === 'bigint' && value >= 0n && value <= U64_MAX) return value;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
+  throw invalidArgument(field, 'a non-negative integer (a safe-integer number, or a bigint up to 2^64-1)', value);
+}
+
+function u32(field: string, value: unknown): number {
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= U32_MAX) return value;
+  throw invalidArgument(field, 'an integer in [0, 2^32-1]', value);
+}
+
+function checkKey(key: unknown): asserts key is ArtifactKey {
+  if (!isArtifactKey(key)) {
+    throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
+  }
+}
+
+/** Writes a device target as a 40-byte wp_device_record into `out`; false when it is malformed. */
+function encodeDevice(target: unknown, writeSeq: bigint, out: Uint8Array): boolean {
+  const t = normalizeTarget(target);
+  if (t === null) return false;
+  const hex = t.device.slice(4).replaceAll('-', '');
+  for (let i = 0; i < 16; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  const view = new DataView(out.buffer, out.byteOffset, 40);
+  view.setBigUint64(16, t.arena, true);
+  view.setBigUint64(24, t.arenaGeneration, true);
+  view.setBigUint64(32, writeSeq, true);
+  return true;
+}
+
+/** Reads u64 word `i` of `words` as a number when exact, else as a bigint, without a BigInt on the way. */
+function wordAt(halves: Uint32Array, i: number): number | bigint {
+  const lo = halves[2 * i]!;
+  const hi = halves[2 * i + 1]!;
+  return hi < 0x20_0000 ? hi * 0x1_0000_0000 + lo : (BigInt(hi) << 32n) | BigInt(lo);
+}
+
+/**
+ * A pin on a READY artifact. `close()` releases it exactly once; closing a
+ * lease of a table that was closed (which released every pin) releases nothing.
+ */
+class TableLease implements Lease {
+  readonly kind = 'lease' as const;
+  readonly key: ArtifactKey;
+  readonly consumer: Consumer;
+  readonly readiness: Readiness;
+  readonly slot: number;
+  readonly generation: number | bigint;
+  readonly #sizeBytes: number | bigint;
+  readonly #location: number | bigint;
+  readonly #checksum: number | bigint;
+  readonly #codec: number;
+  readonly #codecVersion: number;
+  #token: bigint;
+  #table: LeaseTable | null;
+  #meta: Readonly<Record<string, unknown>> | null = null;
+
+  constructor(table: LeaseTable, key: ArtifactKey, consumer: Consumer, readiness: Readiness, halves: Uint32Array, token: bigint) {
+    this.key = key;
+    this.consumer = consumer;
+    this.readiness = readiness;
+    this.slot = halves[0]!;
+    this.generation = wordAt(halves, 1);
+    this.#token = token;
+    this.#sizeBytes = wordAt(halves, 3);
+    this.#location = wordAt(halves, 4);
+    this.#checksum = wordAt(halves, 5);
+    this.#codec = halves[12]!; // codec_id (low half of word 6); representation_version is word 7
+    this.#codecVersion = halves[14]!;
+    this.#table = table;
+  }
+
+  /** `{ sizeBytes, location, checksum, codecId, representationVersion }`, built on first read. */
+  get meta(): Readonly<Record<string, unknown>> {
+    return (this.#meta ??= Object.freeze({
+      sizeBytes: this.#sizeBytes,
+      location: this.#location,
+      checksum: this.#checksum,
+      codecId: this.#codec,
+      representationVersion: this.#codecVersion,
+    }));
+  }
+
+  get closed(): boolean {
+    return this.#table === null;
+  }
+
+  close(): void {
+    const table = this.#table;
+    if (table === null) return;
+    this.#table = null;
+    table.release(this.slot, this.#token);
+  }
+}
+
+/**
+ * One client's view of a shared-memory lease table (native) or of a
+ * SharedArrayBuffer table (JavaScript fallback). Consumers pin; the single
+ * producer reserves, publishes, evicts and records device writes. Use one
+ * table object per thread: a handle's private pin counts are not shared.
+ */
+export class LeaseTable {
+  /** `'native'` (POSIX shared memory through the addon) or `'js'` (SharedArrayBuffer). */
+  readonly implementation: 'native' | 'js';
+  readonly name: string;
+  readonly role: 'consumer' | 'producer';
+  /** Number of slots. */
+  readonly capacity: number;
+  /** This client's index in the table's registry (0-63). */
+  readonly clientIndex: number;
+  /** JavaScript fallback: the buffer to hand to a worker_thread, which opens it with `buffer`. Native: `null`. */
+  readonly sharedBuffer: SharedArrayBuffer | null;
+  #handle: TableHandle | null;
+  readonly #halves: Uint32Array;
+  readonly #device = new Uint8Array(40);
+  readonly #meta = new BigUint64Array(5);
+
+  /** @internal Use {@link openLeaseTable}. */
+  constructor(handle: TableHandle, implementation: 'native' | 'js', name: string, role: 'consumer' | 'producer', buffer: SharedArrayBuffer | null) {
+    this.#handle = handle;
+    this.implementation = implementation;
+    this.name = name;
+    this.role = role;
+    this.capacity = handle.capacity;
+    this.clientIndex = handle.clientIndex;
+    this.sharedBuffer = buffer;
+    this.#halves = new Uint32Array(handle.out.buffer, handle.out.byteOffset, 16);
+  }
+
+  /**
+   * Nonblocking lookup and atomic pin of a READY artifact: no I/O, no waiting,
+   * no allocation beyond the lease. A miss names why (`absent`, `preparing`,
+   * `evicting`, `contended`, and for device readiness `no-device-record`,
+   * `device-mismatch`, `arena-generation-mismatch`, `device-write-incomplete`).
+   */
+  tryPin(key: ArtifactKey, want: ReadinessRequest = HOST, consumer: Consumer = DIRECT): Lease | Miss {
+    const handle = this.#handle;
+    if (handle === null) return MISS_CLOSED;
+    let device: Uint8Array | null = null;
+    if (want.readiness === 'device') {
+      if (!encodeDevice(want.target, 0n, this.#device)) return MISS_INVALID_TARGET;
+      device = this.#device;
+    }
+    const status = handle.tryPin(keyDigestBytes(key), device);
+    if (status !== STATUS.OK) return MISSES.get(status) ?? MISSES.get(STATUS.MISS_CONTENDED)!;
+    return new TableLease(this, key, consumer, want.readiness, this.#halves, handle.out[2]!);
+  }
+
+  /** @internal Releases one pin (called by a lease's close). */
+  release(slot: number, token: bigint): void {
+    this.#handle?.unpin(slot, token);
+  }
+
+  /** Producer: reserves a slot for `key` before the artifact is prepared. */
+  reserve(key: ArtifactKey): Reservation {
+    checkKey(key);
+    const handle = this.#open('reserve');
+    const status = handle.reserve(keyDigestBytes(key));
+    if (status !== STATUS.OK) throw statusError(status, `reserve(${key})`);
+    return Object.freeze({ key, slot: Number(handle.out[0]), generation: handle.out[1]! });
+  }
+
+  /**
+   * Producer: makes a reserved artifact READY with its metadata. Validate the
+   * bytes and geometry first: a published artifact is taken as ready by
+   * every consumer.
+   */
+  publish(reservation: Reservation, meta: ArtifactMeta): void {
+    const handle = this.#open('publish');
+    this.#checkReservation(reservation);
+    if (typeof meta !== 'object' || meta === null) throw invalidArgument('meta', 'an object of artifact metadata', meta);
+    this.#meta[0] = u64('meta.sizeBytes', meta.sizeBytes);
+    this.#meta[1] = u64('meta.location', meta.location);
+    this.#meta[2] = u64('meta.checksum', meta.checksum);
+    this.#meta[3] = BigInt(u32('meta.codecId', meta.codecId));
+    this.#meta[4] = BigInt(u32('meta.representationVersion', meta.representationVersion));
+    const status = handle.publish(reservation.slot, reservation.generation, this.#meta);
+    if (status !== STATUS.OK) throw statusError(status, `publish(${reservation.key})`);
+  }
+
+  /** Producer: gives a reserved slot back (preparation failed or was stopped). */
+  abandon(reservation: Reservation): void {
+    const handle = this.#open('abandon');
+    this.#checkReservation(reservation);
+    const status = handle.abandon(reservation.slot, reservation.generation);
+    if (status !== STATUS.OK) throw statusError(status, `abandon(${reservation.key})`);
+  }
+
+  /** Producer: evicts `key` unless it is pinned. `'pinned'` also covers a pin racing in: retry later. */
+  tryEvict(key: ArtifactKey): 'evicted' | 'pinned' | 'absent' {
+    checkKey(key);
+    const status = this.#open('tryEvict').tryEvict(keyDigestBytes(key));
+    if (status === STATUS.OK) return 'evicted';
+    if (status === STATUS.PINNED) return 'pinned';
+    if (status === STATUS.ABSENT) return 'absent';
+    throw statusError(status, `tryEvict(${key})`);
+  }
+
+  /** Producer: records a completed device write for a READY artifact; a newer record replaces an older one. */
+  recordDeviceWrite(key: ArtifactKey, write: DeviceWrite): 'recorded' | 'absent' {
+    checkKey(key);
+    const handle = this.#open('recordDeviceWrite');
+    if (typeof write !== 'object' || write === null) throw invalidArgument('write', 'a device write { device, arena, arenaGeneration, writeSeq }', write);
+    const record = new Uint8Array(40);
+    if (!encodeDevice(write, u64('write.writeSeq', write.writeSeq), record)) {
+      throw invalidArgument('write', 'a device write with device "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" and non-negative arena and arenaGeneration', write);
+    }
+    const status = handle.recordDeviceWrite(keyDigestBytes(key), record);
+    if (status === STATUS.OK) return 'recorded';
+    if (status === STATUS.ABSENT) return 'absent';
+    throw statusError(status, `recordDeviceWrite(${key})`);
+  }
+
+  /**
+   * Releases every pin held by clients whose process died (pid plus start
+   * time: a reused pid is not life) and frees their entries; a dead
+   * producer's role is freed too. Returns how many clients were reaped.
+   */
+  reapDeadClients(): number {
+    const reaped = this.#open('reapDeadClients').reapDeadClients();
+    if (reaped < 0) throw statusError(-reaped, 'reapDeadClients()');
+    return reaped;
+  }
+
+  /** Pins this client holds on `slot`. */
+  clientPins(slot: number): number {
+    return this.#open('clientPins').clientPins(u32('slot', slot));
+  }
+
+  /** Slots, states, pin holders and registered clients, for operators. */
+  inspect(): TableInspection {
+    return inspectSegment(this.#open('inspect').segment());
+  }
+
+  /** Releases every pin this client holds, gives up the producer role, unregisters. Idempotent. */
+  close(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    this.#handle = null;
+    handle.close();
+  }
+
+  /** True once `close()` ran. */
+  get closed(): boolean {
+    return this.#handle === null;
+  }
+
+  #open(what: string): TableHandle {
+    if (this.#handle === null) throw new WaitprepError('ERR_CLOSED', `${what}: the table handle is closed`);
+    return this.#handle;
+  }
+
+  #checkReservation(reservation: Reservation): void {
+    if (typeof reservation !== 'object' || reservation === null || typeof reservation.slot !== 'number' || typeof reservation.generation !== 'bigint') {
+      throw invalidArgument('reservation', 'a Reservation from reserve()', reservation);
+    }
+  }
+}
+
+const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
+
+/**
+ * Opens (or with `create`, creates) a lease table and registers this thread
+ * as one of its clients. Errors: `ERR_INVALID_ARGUMENT` (name, role, capacity,
+ * mode), `ERR_TABLE_NOT_FOUND`, `ERR_TABLE_EXISTS`, `ERR_BAD_SEGMENT`,
+ * `ERR_WRITER_EXISTS`, `ERR_NO_CLIENT_SLOT`, `ERR_NATIVE_UNAVAILABLE`.
+ */
+export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
+  if (typeof options !== 'object' || options === null) throw invalidArgument('options', 'an object { name, role, create?, implementation? }', options);
+  const { name, role, create, buffer } = options;
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw invalidArgument('options.name', '1-200 characters of A-Z a-z 0-9 . _ -, not starting with a dot', name);
+  }
+  if (role !== 'consumer' && role !== 'producer') throw invalidArgument('options.role', "'consumer' or 'producer'", role);
+  let capacity = 0;
+  let mode = 0o600;
+  if (create !== undefined) {
+    if (typeof create !== 'object' || create === null) throw invalidArgument('options.create', 'an object { capacity, mode? }', create);
+    capacity = create.capacity;
+    if (typeof capacity !== 'number' || !Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
+      throw invalidArgument('options.create.capacity', `an integer in [1, ${MAX_CAPACITY}]`, capacity);
+    }
+    mode = create.mode ?? 0o600;
+    if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o777) {
+      throw invalidArgument('options.create.mode', 'a permission mode in [0, 0o777]', mode);
+    }
+  }
+  const choice = options.implementation ?? 'auto';
+  if (choice !== 'auto' && choice !== 'native' && choice !== 'js') throw invalidArgument('options.implementation', "'auto', 'native' or 'js'", choice);
+  if (buffer !== undefined && !(buffer instanceof SharedArrayBuffer)) throw invalidArgument('options.buffer', 'a SharedArrayBuffer', buffer);
+  if (choice === 'native' && nativeAddon === null) {
+    throw new WaitprepError('ERR_NATIVE_UNAVAILABLE', 'implementation "native" was asked for, but the addon is not loaded (see implementationReason)');
+  }
+  const useNative = buffer === undefined && choice !== 'js' && nativeAddon !== null;
+  const producer = role === 'producer';
+  const what = `openLeaseTable(${JSON.stringify(name)})`;
+  if (useNative) {
+    const { status, handle } = openNativeHandle(nativeAddon!, { name, producer, createCapacity: capacity, mode });
+    if (handle === null) throw statusError(status, what);
+    return new LeaseTable(handle, 'native', name, role, null);
+  }
+  const opened = openJsHandle({ name, producer, createCapacity: capacity, ...(buffer ? { buffer } : {}) });
+  if (opened.handle === null) throw statusError(opened.status, what);
+  return new LeaseTable(opened.handle, 'js', name, role, opened.buffer);
+}
+
+/** Removes a native table's name (`/dev/shm/<name>`); open handles keep working until closed. */
+export function unlinkLeaseTable(name: string): boolean {
+  if (typeof name !== 'string' || !NAME.test(name)) throw invalidArgument('name', 'a table name', name);
+  if (nativeAddon === null) return false;
+  return nativeAddon.unlink(name) === STATUS.OK;
+}
+
+/** The coordinator's backend over a lease table: `new WaitCoordinator({ backend: leaseTableBackend(table), … })`. */
+export function leaseTableBackend(table: LeaseTable): ArtifactBackend {
+  if (!(table instanceof LeaseTable)) throw invalidArgument('table', 'a LeaseTable from openLeaseTable()', table);
+  return { tryPinReady: (key, consumer, want) => table.tryPin(key, want, consumer) };
+}
