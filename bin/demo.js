@@ -1,11 +1,20 @@
 // A scripted run of the coordinator on this host: agents start tool-call
 // waits, compatible demand is deduplicated, one unit at a time is "prepared"
 // by a stand-in worker against an explicit grant, and wakes pin ready
-// artifacts or miss. Preparation here is a timer standing in for an external
-// worker (nothing is compressed, nothing is measured); the backend is the
-// in-memory test backend. Everything it prints comes from stats() and the
-// values the coordinator returned.
-import { InMemoryBackend, WaitCoordinator, artifactKey, implementation, implementationReason } from '../dist/index.js';
+// artifacts from a lease table (shared memory through the addon when it
+// loaded, else the SharedArrayBuffer fallback) or miss. Preparation here is a
+// timer standing in for an external worker (nothing is compressed, nothing is
+// measured). Everything it prints comes from stats() and the values the
+// coordinator and the table returned.
+import {
+  WaitCoordinator,
+  artifactKey,
+  implementation,
+  implementationReason,
+  leaseTableBackend,
+  openLeaseTable,
+  unlinkLeaseTable,
+} from '../dist/index.js';
 
 const PREPARE_MS = 25;
 const SYSTEM_PROMPT_TOKENS = Array.from({ length: 14_000 }, (_, i) => (i * 7919) % 151_936);
@@ -43,8 +52,17 @@ export async function demo(args) {
     late: key('coding', [10]),
   };
   const names = new Map(Object.entries(keys).map(([name, k]) => [k.hex, name]));
-  const backend = new InMemoryBackend();
-  const coordinator = new WaitCoordinator({ backend, maxQueued: 4, maxWaiting: 16, historyLimit: 8 });
+  // The storage worker's side (producer) and the orchestrator's side (consumer) of one table.
+  const tableName = `waitprep-demo-${process.pid}`;
+  const producer = openLeaseTable({ name: tableName, role: 'producer', create: { capacity: 256 } });
+  const table = openLeaseTable({
+    name: tableName,
+    role: 'consumer',
+    implementation: producer.implementation,
+    ...(producer.sharedBuffer ? { buffer: producer.sharedBuffer } : {}),
+  });
+  const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 4, maxWaiting: 16, historyLimit: 8 });
+  let leasesOpen = 0;
   const grant = { worker: 'demo-worker', grant: 'demo-grant-1' };
   const tickets = new Map();
   const started = performance.now();
@@ -59,8 +77,10 @@ export async function demo(args) {
   const wake = (agent, generation) => {
     const result = coordinator.onWake(tickets.get(`${agent}#${generation}`));
     if (result.kind === 'hit') {
-      log(`${at()}  ${agent} wakes: hit, pinned slot ${result.lease.slot} (${result.lease.meta.bytes} bytes), lease closed after use`);
+      leasesOpen++;
+      log(`${at()}  ${agent} wakes: hit, pinned slot ${result.lease.slot} generation ${result.lease.generation} (${result.lease.meta.sizeBytes} bytes), lease closed after use`);
       result.lease.close();
+      leasesOpen--;
     } else {
       log(`${at()}  ${agent} wakes: miss (${result.reason}), engine takes its original path`);
     }
@@ -77,11 +97,11 @@ export async function demo(args) {
     const work = coordinator.beginNext(grant);
     if (work === null) return;
     log(`${at()}  worker takes ${names.get(work.key.hex)}`);
-    backend.markPreparing(work.key);
+    const reservation = producer.reserve(work.key);
     setTimeout(() => {
       const ok = work.key !== keys.flaky;
-      if (ok) backend.publish(work.key, { bytes: 4096 * work.key.tokenCount });
-      else backend.evict(work.key);
+      if (ok) producer.publish(reservation, { sizeBytes: 4096 * work.key.tokenCount, location: reservation.slot, checksum: 0, codecId: 0, representationVersion: 1 });
+      else producer.abandon(reservation);
       const applied = coordinator.complete(work, ok ? { ok: true } : { ok: false, error: new Error('stand-in failure') });
       log(`${at()}  worker ${ok ? 'published' : 'failed'} ${names.get(work.key.hex)} (${applied})`);
       pump();
@@ -125,11 +145,15 @@ export async function demo(args) {
   while (coordinator.stats().inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 5));
   const closing = coordinator.shutdown();
   const stats = coordinator.stats();
-  if (backend.leasesOpen !== 0) throw new Error(`demo left ${backend.leasesOpen} leases open`);
+  const pinned = table.inspect().slots.filter((slot) => slot.pinHolders.length > 0).length;
+  table.close();
+  producer.close();
+  if (producer.implementation === 'native') unlinkLeaseTable(tableName);
+  if (leasesOpen !== 0 || pinned !== 0) throw new Error(`demo left ${leasesOpen} leases open and ${pinned} slots pinned`);
   const summary = {
     implementation,
     implementationReason,
-    backend: 'in-memory (test backend; the shared-memory lease table arrives with its issue)',
+    backend: `lease table "${tableName}" (${producer.implementation === 'native' ? 'POSIX shared memory' : 'SharedArrayBuffer fallback'})`,
     drained: closing.drained,
     stats,
   };
@@ -145,5 +169,6 @@ summary (stand-in preparation: a ${PREPARE_MS} ms timer; nothing here is a perfo
   wakes ${stats.wakes}: hits ${stats.hits}; misses: ${missText}
   cancels ${stats.cancels}, stale events ${stats.staleEvents}, still waiting ${stats.waiting}, history ${stats.historySize}
   shutdown drained: ${closing.drained}
+  backend: ${summary.backend}
   native parts: ${implementation} (${implementationReason})`);
 }
