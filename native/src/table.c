@@ -229,9 +229,16 @@ int wp_reap_dead_clients(wp_table *t) {
     if (!__atomic_compare_exchange_n(word, &w, reaping, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
     release_client_pins(t, i);
     uint64_t producer_word = (uint64_t)(i + 1) | (w >> SERIAL_SHIFT) << 8;
-    uint64_t expected = producer_word;
-    /* seq_cst: the producer slot is a handshake with wp_open's claim. */
-    __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+    if (__atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == producer_word) {
+      /* A dead producer: abandon its reservations and roll back its eviction now, before
+       * the role is freed, so no new producer can be working on these slots meanwhile and
+       * consumers stop seeing 'preparing' for keys nobody will publish. Only the reaper
+       * that won the REAPING claim gets here. */
+      settle_producer_slots(t);
+      uint64_t expected = producer_word;
+      /* seq_cst: the producer word is a handshake with claim_producer's CAS. */
+      __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+    }
     /* release: a later claimant of this entry sees our cleanup done. */
     __atomic_store_n(word, (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE, __ATOMIC_RELEASE);
     __atomic_fetch_add(u64_at(t, WP_HDR_REAPED), 1, __ATOMIC_RELAXED); /* a statistic */
