@@ -198,6 +198,10 @@ static void settle_producer_slots(wp_table *t) {
   for (uint32_t s = 0; s < t->capacity; s++) {
     uint64_t *sg = slot_word(t, s, WP_SLOT_STATE_GEN);
     uint64_t v = __atomic_load_n(sg, __ATOMIC_ACQUIRE);
+    uint64_t *seq = slot_word(t, s, WP_SLOT_DEVICE);
+    /* A device record left half-written (odd) is absent, not "being written" forever.
+     * release: readers that see 0 treat the record as absent; no field is trusted. */
+    if (__atomic_load_n(seq, __ATOMIC_RELAXED) & 1) __atomic_store_n(seq, 0, __ATOMIC_RELEASE);
     if (state_of(v) == WP_SLOT_EVICTING) {
       __atomic_store_n(sg, make_sg(WP_SLOT_READY, gen_of(v)), __ATOMIC_SEQ_CST);
     } else if (state_of(v) == WP_SLOT_RESERVED) {
@@ -650,7 +654,7 @@ int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_devic
   /* Seqlock writer (the producer is the only one): odd while writing, then the next even.
    * relaxed store + release fence: the odd sequence is visible before any field changes. */
   uint64_t seq = __atomic_load_n(&r[0], __ATOMIC_RELAXED);
-  uint64_t odd = seq == 0 ? 1 : seq + 1;
+  uint64_t odd = seq + 1 + (seq & 1); /* the next odd value, even if a dead producer left it odd */
   __atomic_store_n(&r[0], odd, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
   uint64_t uuid0, uuid1;
