@@ -1,0 +1,187 @@
+// Lease-table stress with real concurrency: a producer in this thread keeps evicting and
+// republishing 8 keys while 3 pinners pin, hold and release them, in child processes (native
+// table, POSIX shared memory) or in worker_threads (JavaScript fallback, SharedArrayBuffer).
+// The pinners (test/fixtures/lease-pinner.mjs, which imports ../../dist/index.js: run
+// `npm run build` first) check every lease and count violations; a held lease whose slot the
+// producer evicted shows up as a re-pin that misses or lands on another generation.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { afterEach, describe, expect, it } from 'vitest';
+import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
+import { KEY_COUNT, LOCATION_BASE, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
+
+const PINNER = join(import.meta.dirname, 'fixtures', 'lease-pinner.mjs');
+const KEYS = Array.from({ length: KEY_COUNT }, (_, k) => artifactKey(keyFields(k)));
+const PINNERS = 3;
+
+/** What each pinner reports. */
+interface PinnerResult {
+  pins: number;
+  hits: number;
+  rechecks: number;
+  doubleCloses: number;
+  violations: number;
+  samples: string[];
+  misses: Record<string, number>;
+  clientIndex: number;
+}
+
+interface Pinner {
+  /** Settles once the pinner has exited and its output is complete. */
+  done: Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>;
+  kill(): void;
+}
+
+const cleanups: Array<() => void | Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function processPinner(name: string, ops: number, seed: number): Pinner {
+  const child = spawn(process.execPath, [PINNER, name, String(ops), String(seed)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const done = new Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>((resolve) => {
+    child.on('close', (code, signal) => {
+      let result: PinnerResult | null = null;
+      try {
+        result = JSON.parse(stdout.trim()) as PinnerResult;
+      } catch {
+        // reported below through `log`
+      }
+      resolve({ result, code, signal, log: `stdout: ${stdout}\nstderr: ${stderr}` });
+    });
+  });
+  const pinner = {
+    done,
+    kill: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+  cleanups.push(async () => {
+    pinner.kill();
+    await done;
+  });
+  return pinner;
+}
+
+function workerPinner(name: string, ops: number, seed: number, buffer: SharedArrayBuffer): Pinner {
+  const worker = new Worker(PINNER, { workerData: { name, ops, seed, implementation: 'js', buffer } });
+  let result: PinnerResult | null = null;
+  let error = '';
+  worker.on('message', (message: PinnerResult) => (result = message));
+  worker.on('error', (e) => (error += String(e?.stack ?? e)));
+  const done = new Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>((resolve) => {
+    worker.on('exit', (code) => resolve({ result, code, signal: null, log: `error: ${error}` }));
+  });
+  cleanups.push(async () => {
+    await worker.terminate();
+    await done;
+  });
+  return { done, kill: () => void worker.terminate() };
+}
+
+/**
+ * Publishes the 8 keys, starts the pinners, then evicts and republishes round-robin until
+ * every pinner has exited (yielding to the event loop every few hundred operations).
+ */
+async function stress(producer: LeaseTable, startPinners: () => Pinner[]) {
+  let serial = 0;
+  const lastSerial = new Array<number>(KEY_COUNT).fill(0);
+  const publish = (k: number) => {
+    const reservation = producer.reserve(KEYS[k]!);
+    lastSerial[k] = ++serial;
+    producer.publish(reservation, publicationMeta(k, serial));
+  };
+  for (let k = 0; k < KEY_COUNT; k++) publish(k);
+
+  const pinners = startPinners();
+  let running = pinners.length;
+  for (const p of pinners) void p.done.then(() => running--);
+  const outcomes = { evicted: 0, pinned: 0, absent: 0 };
+  let round = 0;
+  while (running > 0) {
+    for (let i = 0; i < 256; i++) {
+      const k = round++ % KEY_COUNT;
+      const outcome = producer.tryEvict(KEYS[k]!);
+      outcomes[outcome]++;
+      if (outcome === 'evicted') publish(k);
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  const finished = await Promise.all(pinners.map((p) => p.done));
+  return { finished, outcomes, lastSerial };
+}
+
+/** The checks both implementations share, once every pinner has exited. */
+function checkAfterStress(producer: LeaseTable, run: Awaited<ReturnType<typeof stress>>, minPins: number): void {
+  const { finished, outcomes, lastSerial } = run;
+  for (const { result, code, signal, log } of finished) {
+    expect({ code, signal }, log).toEqual({ code: 0, signal: null });
+    expect(result, log).not.toBeNull();
+    expect(result!.samples, `violations: ${result!.samples.join('; ')}`).toEqual([]);
+    expect(result!.violations).toBe(0);
+    expect(result!.hits).toBeGreaterThan(0);
+    expect(result!.rechecks).toBeGreaterThan(0);
+  }
+  const pins = finished.reduce((sum, f) => sum + f.result!.pins, 0);
+  expect(pins).toBeGreaterThanOrEqual(minPins);
+  // Pinners in separate threads/processes hold separate client entries.
+  expect(new Set(finished.map((f) => f.result!.clientIndex)).size).toBe(finished.length);
+
+  expect(outcomes.absent).toBe(0); // every key was always reserved or published again
+  expect(outcomes.evicted).toBeGreaterThan(0);
+
+  // Every pinner closed its table: nobody but the producer is registered, no pin is left.
+  const view = producer.inspect();
+  expect(view.clients.map((c) => c.index)).toEqual([producer.clientIndex]);
+  expect(view.producer).toBe(producer.clientIndex);
+  expect(view.slots).toHaveLength(KEY_COUNT);
+  for (const slot of view.slots) {
+    expect(slot.state).toBe('ready');
+    expect(slot.pinHolders).toEqual([]);
+    const k = Number(slot.meta.location) - LOCATION_BASE;
+    expect(slot.digestHex).toBe(KEYS[k]!.hex);
+    expect(slot.meta.checksum).toBe(BigInt(publicationMeta(k, lastSerial[k]!).checksum));
+  }
+  for (let s = 0; s < producer.capacity; s++) expect(producer.clientPins(s)).toBe(0);
+  expect(producer.reapDeadClients()).toBe(0);
+  for (const key of KEYS) expect(producer.tryEvict(key)).toBe('evicted');
+
+  console.log(
+    `${producer.implementation}: ${pins} pins by ${finished.length} pinners ` +
+      `(hits ${finished.map((f) => f.result!.hits).join('/')}, re-pins of held leases ${finished.map((f) => f.result!.rechecks).join('/')}, ` +
+      `misses ${JSON.stringify(finished.map((f) => f.result!.misses))}); producer: ${JSON.stringify(outcomes)}`,
+  );
+}
+
+describe.runIf(implementation === 'native')('lease table stress: pinner processes vs an evicting producer (native)', () => {
+  it('3 processes x 1,000,000 pins: every lease is its key\'s, no held slot is evicted, no pin is left', async () => {
+    const name = `wp-stress-${process.pid}-${randomBytes(4).toString('hex')}`;
+    const producer = openLeaseTable({ name, role: 'producer', create: { capacity: 64 }, implementation: 'native' });
+    cleanups.push(() => {
+      producer.close();
+      unlinkLeaseTable(name);
+    });
+    const ops = 1_000_000;
+    const run = await stress(producer, () => Array.from({ length: PINNERS }, (_, i) => processPinner(name, ops, i + 1)));
+    checkAfterStress(producer, run, PINNERS * ops);
+  });
+});
+
+describe('lease table stress: worker_threads vs an evicting producer (JavaScript fallback)', () => {
+  it('3 workers x 300,000 pins over one SharedArrayBuffer', async () => {
+    const name = `wp-stress-js-${process.pid}-${randomBytes(4).toString('hex')}`;
+    const producer = openLeaseTable({ name, role: 'producer', create: { capacity: 64 }, implementation: 'js' });
+    cleanups.push(() => producer.close());
+    expect(producer.implementation).toBe('js');
+    const buffer = producer.sharedBuffer!;
+    const ops = 300_000;
+    const run = await stress(producer, () => Array.from({ length: PINNERS }, (_, i) => workerPinner(name, ops, i + 1, buffer)));
+    checkAfterStress(producer, run, PINNERS * ops);
+  });
+});
