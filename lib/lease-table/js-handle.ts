@@ -24,11 +24,14 @@
  * table from the buffer the creator hands them). pid-based reaping therefore
  * never fires here: every entry carries our own pid, which is alive. A thread
  * that is done with a table must close() its handle: that releases all its pins,
- * gives up the producer role and frees its registry entry. A worker terminated
- * without closing leaks its entry and its pins until the process exits.
+ * gives up the producer role and frees its registry entry. As a safety net, a
+ * worker thread's handles still open when the thread ends normally (its event
+ * loop drains, or process.exit()) are closed by a process 'exit' hook; a worker
+ * stopped with worker.terminate() runs no such hook and leaks its entry and its
+ * pins until the process exits.
  */
 import { readFileSync, statSync } from 'node:fs';
-import { threadId } from 'node:worker_threads';
+import { isMainThread, threadId } from 'node:worker_threads';
 import type { TableHandle } from './handle.js';
 import {
   CLI,
@@ -158,6 +161,21 @@ function clientIsDead(pid: number, startTime: bigint): boolean {
   }
 }
 
+// ---- the worker-exit safety net ---------------------------------------------------------
+
+const openInWorker = new Set<JsTableHandle>();
+let exitHook = false;
+function trackOpen(handle: JsTableHandle): void {
+  if (isMainThread) return; // the main thread's end is the process's end: nothing to release to
+  openInWorker.add(handle);
+  if (!exitHook) {
+    exitHook = true;
+    process.once('exit', () => {
+      for (const h of [...openInWorker]) h.close();
+    });
+  }
+}
+
 // ---- segment checks --------------------------------------------------------------------
 
 /** check_segment: the capacity of a well-formed segment, or -1. Never reads out of bounds. */
@@ -206,7 +224,7 @@ function initHeader(buffer: SharedArrayBuffer, capacity: number): void {
 export interface JsOpenOptions {
   name: string;
   producer: boolean;
-  /** 0: open an existing table (from `buffer` when given, else by name); > 0: create. */
+  /** 0: open an existing table (from `buffer` when given, else by name); > 0: create (`buffer` is then ignored). */
   createCapacity: number;
   buffer?: SharedArrayBuffer;
 }
@@ -252,6 +270,7 @@ export function openJsHandle(options: JsOpenOptions): JsOpenResult {
   const table = new JsTableHandle(buffer, capacity);
   const status = table.open(producer);
   if (status !== STATUS.OK) return fail(status);
+  trackOpen(table);
   return { status: STATUS.OK, handle: table, buffer };
 }
 
@@ -415,11 +434,17 @@ export class JsTableHandle implements TableHandle {
     for (let s = 0; s < this.capacity; s++) Atomics.and(this.u64, this.maskIndex(s), keep);
   }
 
-  /** settle_producer_slots: EVICTING back to READY, RESERVED abandoned. Producer only. */
+  /**
+   * settle_producer_slots: a device record left half-written (odd) becomes absent, EVICTING goes
+   * back to READY, RESERVED is abandoned. Run by the new or closing producer, or by the reaper of
+   * a dead one while the role still names it, so nobody else writes these states meanwhile.
+   */
   private settleProducerSlots(): void {
     for (let s = 0; s < this.capacity; s++) {
       const index = this.sgIndex(s);
       const v = Atomics.load(this.u64, index);
+      const seqIndex = (this.slotByte(s) + SLOT.DEVICE) >> 3;
+      if ((Atomics.load(this.u64, seqIndex) & 1n) !== 0n) Atomics.store(this.u64, seqIndex, 0n);
       const state = v & STATE_MASK;
       if (state === SG_EVICTING) {
         Atomics.store(this.u64, index, makeSg(SG_READY, v >> STATE_SHIFT));
@@ -452,7 +477,12 @@ export class JsTableHandle implements TableHandle {
       if (Atomics.compareExchange(u64, wordIndex, w, reaping) !== w) continue;
       this.releaseClientPins(i);
       const producerWord = BigInt(i + 1) | ((w >> SERIAL_SHIFT) << 8n);
-      Atomics.compareExchange(u64, HDR.PRODUCER >> 3, producerWord, 0n);
+      if (Atomics.load(u64, HDR.PRODUCER >> 3) === producerWord) {
+        // A dead producer: settle its slots before the role is freed (only the reaper that won
+        // the REAPING claim gets here), then free the role.
+        this.settleProducerSlots();
+        Atomics.compareExchange(u64, HDR.PRODUCER >> 3, producerWord, 0n);
+      }
       Atomics.store(u64, wordIndex, w & KEEP_SERIAL); // FREE, serial kept
       Atomics.add(u64, HDR.REAPED >> 3, 1n);
       reaped++;
@@ -480,6 +510,7 @@ export class JsTableHandle implements TableHandle {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    openInWorker.delete(this);
     this.releaseClientPins(this.client);
     this.pins.fill(0);
     if (this.isProducer) {
@@ -578,9 +609,16 @@ export class JsTableHandle implements TableHandle {
     if (device !== null && !this.loadTarget(device)) return STATUS.ERR_INVALID_ARGUMENT;
     const u64 = this.u64;
     const pins = this.pins;
+    const u32 = this.u32;
+    const want0 = this.want[0]!;
     let slot = this.homeSlot();
     let seen: number = STATUS.MISS_ABSENT;
     for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
+      // A cheap rejection before the 64-bit atomic load (which creates a BigInt): a slot whose
+      // first digest word differs does not hold our key now, so skipping it is the same as
+      // table.c's digest_equals failing a moment later. A match decides nothing: the state is
+      // loaded and the whole digest compared after it, exactly as in C.
+      if (u32[(this.slotByte(slot) + SLOT.DIGEST) >> 2] !== want0) continue;
       const sgIndex = this.sgIndex(slot);
       const sg = Atomics.load(u64, sgIndex);
       const state = sg & STATE_MASK;
@@ -783,8 +821,7 @@ export class JsTableHandle implements TableHandle {
     const seqIndex = byte >> 3;
     const f = (byte >> 2) + 2;
     // Seqlock writer (the producer is the only one): odd while writing, then the next even.
-    // table.c takes seq + 1 as the odd value, which is even when a producer died mid-write and
-    // left seq odd; the next odd number above seq keeps the parity right in that case too.
+    // The next odd value above seq, even if a dead producer left it odd.
     const seq = Atomics.load(this.u64, seqIndex);
     const odd = seq + 1n + (seq & 1n);
     Atomics.store(this.u64, seqIndex, odd);

@@ -174,8 +174,12 @@ static int register_client(wp_table *t, uint32_t flags) {
     __atomic_store_n((uint64_t *)(entry + WP_CLI_PID_NS), pid_namespace(pid), __ATOMIC_RELAXED);
     __atomic_store_n((uint32_t *)(entry + WP_CLI_FLAGS), flags, __ATOMIC_RELAXED);
     uint64_t active = (claiming & ~CLIENT_STATE_MASK) | WP_CLIENT_ACTIVE;
-    /* release: a reaper that reads ACTIVE (acquire) sees pid, start time and namespace. */
-    __atomic_store_n(word, active, __ATOMIC_RELEASE);
+    /* CAS from our own CLAIMING word, not a plain store: a reaper that judged us dead
+     * mid-registration (another pid namespace, where our pid means nothing) may have freed
+     * the entry, and a third client may have claimed it since; then we look elsewhere.
+     * release: a reaper that reads ACTIVE (acquire) sees pid, start time and namespace. */
+    uint64_t expected = claiming;
+    if (!__atomic_compare_exchange_n(word, &expected, active, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) continue;
     t->client = i;
     t->client_word = active;
     return WP_OK;
@@ -349,9 +353,17 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
     fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : WP_ERR_SYSTEM;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-      close(fd);
-      return WP_ERR_SYSTEM;
+    /* A creator sizes the file and then writes the magic last: give one that is still at
+     * it a moment (up to ~100 ms) before calling an empty or magic-less segment bad. */
+    for (int attempt = 0;; attempt++) {
+      if (fstat(fd, &st) != 0) {
+        close(fd);
+        return WP_ERR_SYSTEM;
+      }
+      uint64_t magic = 0;
+      if (st.st_size >= (off_t)WP_HEADER_SIZE && pread(fd, &magic, sizeof magic, WP_HDR_MAGIC) != (ssize_t)sizeof magic) magic = 0;
+      if ((st.st_size >= (off_t)WP_HEADER_SIZE && magic != 0) || attempt == 100) break;
+      usleep(1000);
     }
     if (st.st_size < (off_t)WP_HEADER_SIZE) {
       close(fd);
@@ -412,9 +424,10 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
 void wp_close(wp_table *t) {
   if (t == NULL) return;
   release_client_pins(t, t->client);
-  if (t->producer) {
+  uint64_t mine = (uint64_t)(t->client + 1) | (t->client_word >> SERIAL_SHIFT) << 8;
+  if (t->producer && __atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == mine) {
+    /* Still the producer (not reaped in between): abandon our reservations, then let go. */
     settle_producer_slots(t);
-    uint64_t mine = (uint64_t)(t->client + 1) | (t->client_word >> SERIAL_SHIFT) << 8;
     __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &mine, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
   }
   /* release: our pin releases above happen before the entry is seen FREE. Only this
