@@ -22,6 +22,7 @@ export {
   type Reservation,
 } from './lease-table/table.js';
 export type { TableInspection, SlotInspection, ClientInspection } from './lease-table/inspect.js';
+export { cudaDevices, type CudaDevice, type CudaDevices } from './cuda.js';
 export { implementation, implementationReason, nativeLoadError, nativeLibraryPath, type Implementation } from './native.js';
 export type {
   ArtifactBackend,

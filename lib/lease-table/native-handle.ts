@@ -19,6 +19,7 @@ export interface NativeTableAddon {
   segment(h: unknown): Uint8Array;
   pinLoop(h: unknown, digest: Uint8Array, iterations: bigint): bigint;
   unlink(name: string): number;
+  cudaDevices(): { devices: Array<{ ordinal: number; uuid: Uint8Array }> | null; reason?: string };
 }
 
 /** A {@link TableHandle} over the addon: one client of a POSIX shared-memory table. */

@@ -180,6 +180,15 @@ int wp_reap_dead_clients(wp_table *t);
 const char *wp_status_name(int status);
 uint32_t wp_abi_version(void);
 
+/* CUDA presence (native/src/cuda.c): dlopens libcuda.so.1 on call, never at load or on a
+ * pin. Fills up to `max` devices and returns how many, or -1 with `reason` set when the
+ * driver is absent or unusable. */
+typedef struct {
+  uint32_t ordinal;
+  uint8_t uuid[16];
+} wp_cuda_device;
+int wp_cuda_devices(wp_cuda_device *out, int max, char *reason, size_t reason_size);
+
 /* Introspection for tools and tests. */
 uint32_t wp_capacity(const wp_table *t);
 int wp_client_index(const wp_table *t);

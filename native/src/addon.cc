@@ -192,6 +192,29 @@ Napi::Value PinLoop(const Napi::CallbackInfo &info) {
   return Napi::BigInt::New(info.Env(), wp_pin_loop(HandleOf(info[0])->table, BytesOf(info[1]), n));
 }
 
+// Describes CUDA devices; dlopens the driver on this call only (never at load, never on a pin).
+Napi::Value CudaDevices(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  wp_cuda_device devices[64];
+  char reason[512];
+  int n = wp_cuda_devices(devices, 64, reason, sizeof reason);
+  Napi::Object result = Napi::Object::New(env);
+  if (n < 0) {
+    result.Set("devices", env.Null());
+    result.Set("reason", Napi::String::New(env, reason));
+    return result;
+  }
+  Napi::Array list = Napi::Array::New(env, n);
+  for (int i = 0; i < n; i++) {
+    Napi::Object d = Napi::Object::New(env);
+    d.Set("ordinal", Napi::Number::New(env, devices[i].ordinal));
+    d.Set("uuid", Napi::Buffer<uint8_t>::Copy(env, devices[i].uuid, 16));
+    list.Set(static_cast<uint32_t>(i), d);
+  }
+  result.Set("devices", list);
+  return result;
+}
+
 Napi::Value Unlink(const Napi::CallbackInfo &info) {
   return Napi::Number::New(info.Env(), wp_unlink(info[0].As<Napi::String>().Utf8Value().c_str()));
 }
@@ -245,6 +268,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("segment", Napi::Function::New(env, Segment, "segment"));
   exports.Set("pinLoop", Napi::Function::New(env, PinLoop, "pinLoop"));
   exports.Set("unlink", Napi::Function::New(env, Unlink, "unlink"));
+  exports.Set("cudaDevices", Napi::Function::New(env, CudaDevices, "cudaDevices"));
   return exports;
 }
 
