@@ -32,6 +32,11 @@ const root = join(import.meta.dirname, '..');
 let names = 0;
 const uniqueName = (): string => `jsh-${process.pid}-${++names}`;
 
+/** Releases the lease a 64-bit token names (index in the low half, record generation in the high half). */
+function unpinToken(handle: TableHandle, slot: number, token: bigint): void {
+  handle.unpin(slot, Number(BigInt.asUintN(32, token)), Number(token >> 32n));
+}
+
 function sha(text: string): Uint8Array {
   return new Uint8Array(createHash('sha256').update(text).digest());
 }
@@ -346,7 +351,7 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(p.tryEvict(d)).toBe(STATUS.PINNED);
     expect(peek.stateGen(slot)).toBe((generation << 8n) | BigInt(SLOT_STATE.READY)); // rolled back
 
-    c.unpin(slot, token);
+    unpinToken(c, slot, token);
     expect(c.clientPins(slot)).toBe(0);
     expect(peek.mask(slot)).toBe(0n);
     expect(p.tryEvict(d)).toBe(STATUS.OK);
@@ -361,7 +366,7 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(c.tryPin(d, null)).toBe(STATUS.OK);
     expect(c.out[1]).toBe(generation + 1n);
     expect(c.out[4]).toBe(8n);
-    c.unpin(slot, c.out[2]!);
+    unpinToken(c, slot, c.out[2]!);
     expect(p.tryEvict(d)).toBe(STATUS.OK);
   });
 
@@ -390,18 +395,18 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(second).not.toBe(first);
     expect(c.clientPins(slot)).toBe(2);
 
-    c.unpin(slot, first);
-    c.unpin(slot, first);
-    c.unpin(slot, first);
+    unpinToken(c, slot, first);
+    unpinToken(c, slot, first);
+    unpinToken(c, slot, first);
     expect(c.clientPins(slot)).toBe(1);
     expect(peek.mask(slot)).not.toBe(0n);
     expect(p.tryEvict(d)).toBe(STATUS.PINNED);
 
-    c.unpin(slot + 1, second); // the wrong slot: not this lease
-    c.unpin(slot, second ^ 1n); // another record index
-    c.unpin(slot, 1n << 40n); // an index never handed out
+    unpinToken(c, slot + 1, second); // the wrong slot: not this lease
+    unpinToken(c, slot, second ^ 1n); // another record index
+    unpinToken(c, slot, 1n << 40n); // an index never handed out
     expect(c.clientPins(slot)).toBe(1);
-    c.unpin(slot, second);
+    unpinToken(c, slot, second);
     expect(c.clientPins(slot)).toBe(0);
     expect(peek.mask(slot)).toBe(0n);
     expect(p.tryEvict(d)).toBe(STATUS.OK);
@@ -413,7 +418,7 @@ describe('JS lease table: pin, unpin, evict', () => {
     const [slot] = put(p, a, 10);
     expect(c.tryPin(a, null)).toBe(STATUS.OK);
     const oldToken = c.out[2]!;
-    c.unpin(slot, oldToken);
+    unpinToken(c, slot, oldToken);
     expect(p.tryEvict(a)).toBe(STATUS.OK);
 
     const [slotB] = put(p, b, 11);
@@ -424,10 +429,10 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(newToken & 0xffff_ffffn).toBe(oldToken & 0xffff_ffffn); // the same record, reused
     expect(newToken).not.toBe(oldToken); // with a new record generation
 
-    c.unpin(slot, oldToken);
+    unpinToken(c, slot, oldToken);
     expect(c.clientPins(slot)).toBe(1);
     expect(p.tryEvict(b)).toBe(STATUS.PINNED);
-    c.unpin(slot, newToken);
+    unpinToken(c, slot, newToken);
     expect(p.tryEvict(b)).toBe(STATUS.OK);
   });
 
@@ -444,9 +449,9 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(c.tryPin(d, null)).toBe(STATUS.OK);
     expect(c.out[1]).toBe(generation);
     expect(c.clientPins(slot)).toBe(2);
-    c.unpin(slot, c.out[2]!);
+    unpinToken(c, slot, c.out[2]!);
     peek.setStateGen(slot, (generation << 8n) | BigInt(SLOT_STATE.READY)); // rolled back
-    c.unpin(slot, token);
+    unpinToken(c, slot, token);
     other.close();
     expect(p.tryEvict(d)).toBe(STATUS.OK);
   });
@@ -474,7 +479,7 @@ describe('JS lease table: pin, unpin, evict', () => {
       expect(c.tryPin(keys[i]!, null)).toBe(STATUS.OK);
       expect(c.out[0]).toBe(BigInt(slots[i]!));
       expect(c.out[4]).toBe(BigInt(100 + i));
-      c.unpin(slots[i]!, c.out[2]!);
+      unpinToken(c, slots[i]!, c.out[2]!);
     }
     expect(p.tryEvict(keys[3]!)).toBe(STATUS.OK);
     expect(put(p, keys[8]!, 108)[0]).toBe(63);
@@ -527,7 +532,7 @@ describe('JS lease table: the producer role', () => {
     const c = open(name, false);
     expect(c.tryPin(d, null)).toBe(STATUS.OK);
     expect(c.out[4]).toBe(3n);
-    c.unpin(Number(c.out[0]), c.out[2]!);
+    unpinToken(c, Number(c.out[0]), c.out[2]!);
     expect(next.tryEvict(d)).toBe(STATUS.OK);
     c.close();
     next.close();
@@ -557,7 +562,7 @@ describe('JS lease table: the producer role', () => {
     expect(peek.stateGen(rs)).toBe((1n << 8n) | BigInt(SLOT_STATE.FREE));
     const c = open(name, false);
     expect(c.tryPin(evicting, null)).toBe(STATUS.OK);
-    c.unpin(es, c.out[2]!);
+    unpinToken(c, es, c.out[2]!);
     expect(c.tryPin(reserved, null)).toBe(STATUS.MISS_ABSENT);
     // The half-written record is absent now, and the next write is complete.
     expect(peek.deviceSeq(ds)).toBe(0n);
@@ -565,7 +570,7 @@ describe('JS lease table: the producer role', () => {
     expect(next.recordDeviceWrite(device, deviceRecord(1, 1n, 2n))).toBe(STATUS.OK);
     expect(peek.deviceSeq(ds)).toBe(2n);
     expect(c.tryPin(device, deviceRecord(1, 1n, 2n))).toBe(STATUS.OK);
-    c.unpin(ds, c.out[2]!);
+    unpinToken(c, ds, c.out[2]!);
     c.close();
     next.close();
     unlinkJsTable(name);
@@ -606,20 +611,20 @@ describe('JS lease table: device records', () => {
     const hostToken = c.out[2]!;
     // Host readiness does not look at the record; a write_seq difference does not matter.
     expect(c.tryPin(d, null)).toBe(STATUS.OK);
-    c.unpin(slot, c.out[2]!);
+    unpinToken(c, slot, c.out[2]!);
     expect(c.tryPin(d, deviceRecord(0x5e, 3n, 7n, 99n))).toBe(STATUS.OK);
-    c.unpin(slot, c.out[2]!);
+    unpinToken(c, slot, c.out[2]!);
     // A holder's device miss keeps its other pin.
     expect(c.tryPin(d, mismatchedDevice)).toBe(STATUS.MISS_DEVICE_MISMATCH);
     expect(c.clientPins(slot)).toBe(1);
     expect(peek.mask(slot)).not.toBe(0n);
-    c.unpin(slot, hostToken);
+    unpinToken(c, slot, hostToken);
 
     expect(p.recordDeviceWrite(d, newerGeneration)).toBe(STATUS.OK);
     expect(peek.deviceSeq(slot)).toBe(4n);
     expect(c.tryPin(d, target)).toBe(STATUS.MISS_ARENA_GENERATION_MISMATCH);
     expect(c.tryPin(d, newerGeneration)).toBe(STATUS.OK);
-    c.unpin(slot, c.out[2]!);
+    unpinToken(c, slot, c.out[2]!);
 
     expect(p.tryEvict(d)).toBe(STATUS.OK);
     expect(peek.deviceSeq(slot)).toBe(0n);
@@ -644,7 +649,7 @@ describe('JS lease table: device records', () => {
     expect(p.recordDeviceWrite(d, newerGeneration)).toBe(STATUS.OK);
     expect(peek.deviceSeq(slot)).toBe(6n); // odd 5 while writing, then even
     expect(c.tryPin(d, newerGeneration)).toBe(STATUS.OK);
-    c.unpin(slot, c.out[2]!);
+    unpinToken(c, slot, c.out[2]!);
     c.close();
     p.close();
     unlinkJsTable(name);
@@ -669,7 +674,7 @@ describe('JS lease table: close and reap', () => {
     for (const s of slots) expect(peek.mask(s)).toBe(0n);
     expect(clientState(peek.clientWord(index))).toBe(CLIENT_STATE.FREE);
     expect(c.tryPin(keys[0]!, null)).toBe(STATUS.ERR_INVALID_ARGUMENT);
-    c.unpin(slots[0]!, token);
+    unpinToken(c, slots[0]!, token);
     expect(c.clientPins(slots[0]!)).toBe(0);
     for (const k of keys) expect(p.tryEvict(k)).toBe(STATUS.OK);
     p.close();
@@ -980,14 +985,14 @@ try {
           // The holder's second pin on the same key, released in the other order.
           if (h.tryPin(digests[k], null) === 0) {
             if (Number(out[0]) !== slot || out[1] !== generation || out[4] !== BigInt(k)) violation('second pin of key ' + k + ' differs');
-            h.unpin(slot, token);
+            h.unpin(slot, Number(BigInt.asUintN(32, token)), Number(token >> 32n));
             check(k, slot, generation);
-            h.unpin(slot, out[2]);
+            h.unpin(slot, Number(BigInt.asUintN(32, out[2])), Number(out[2] >> 32n));
           } else violation('holder of key ' + k + ' could not pin it again');
         } else {
           for (let spin = 0; spin < 20; spin++) check(k, slot, generation);
-          h.unpin(slot, token);
-          if (i % 8 === 1) h.unpin(slot, token); // a second unpin releases nothing
+          h.unpin(slot, Number(BigInt.asUintN(32, token)), Number(token >> 32n));
+          if (i % 8 === 1) h.unpin(slot, Number(BigInt.asUintN(32, token)), Number(token >> 32n)); // a second unpin releases nothing
         }
         if (h.clientPins(slot) !== 0) violation('slot ' + slot + ' still counted after unpin');
       } else {

@@ -16,8 +16,12 @@ export interface TableHandle {
   readonly producer: boolean;
   /** `device` is null for host readiness, else a 40-byte wp_device_record (uuid, arena, arena_generation, write_seq). */
   tryPin(digest: Uint8Array, device: Uint8Array | null): number;
-  /** Releases the pin that `token` names; a second call with the same token releases nothing. */
-  unpin(slot: number, token: bigint): void;
+  /**
+   * Releases the pin that the token (out word 2: index in the low half, record
+   * generation in the high half) names; a second call with the same token
+   * releases nothing.
+   */
+  unpin(slot: number, tokenIndex: number, tokenGeneration: number): void;
   reserve(digest: Uint8Array): number;
   /** meta: [size_bytes, location, checksum, codec_id, representation_version]. */
   publish(slot: number, generation: bigint, meta: BigUint64Array): number;

@@ -299,9 +299,6 @@ export class JsTableHandle implements TableHandle {
   private readonly want = new Uint32Array(8);
   /** The device target of the current call: uuid 4 words, arena 2, arena_generation 2, write_seq 2. */
   private readonly target = new Uint32Array(10);
-  /** Splits a token into its 32-bit halves. */
-  private readonly scratch64 = new BigUint64Array(1);
-  private readonly scratch32 = new Uint32Array(this.scratch64.buffer);
   /** Private pin count per slot. */
   private readonly pins: Uint32Array;
   // The lease records (table.c lease_record), one entry per array.
@@ -689,13 +686,9 @@ export class JsTableHandle implements TableHandle {
     out32[15] = 0;
   }
 
-  unpin(slot: number, token: bigint): void {
+  unpin(slot: number, index: number, gen: number): void {
     if (this.closed) return;
-    // Split the token through a scratch u64 and its 32-bit halves: no BigInt arithmetic.
-    this.scratch64[0] = token;
-    const index = this.scratch32[0]!;
-    const gen = this.scratch32[1]!;
-    if (index >= this.leaseCap) return;
+    if (!(index < this.leaseCap)) return;
     if (!this.leaseLive[index] || this.leaseGen[index] !== gen || this.leaseSlot[index] !== slot) return; // closed before, or not ours
     this.leaseLive[index] = 0;
     this.leaseGen[index] = (gen + 1) >>> 0;

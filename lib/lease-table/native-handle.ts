@@ -7,7 +7,7 @@ export interface NativeTableAddon {
   open(name: string, producer: boolean, capacity: number, mode: number, out: BigUint64Array): [number, unknown];
   close(h: unknown): void;
   tryPin(h: unknown, digest: Uint8Array, device: Uint8Array | null): number;
-  unpin(h: unknown, slot: number, token: bigint): void;
+  unpin(h: unknown, slot: number, tokenIndex: number, tokenGeneration: number): void;
   reserve(h: unknown, digest: Uint8Array): number;
   publish(h: unknown, slot: number, generation: bigint, meta: BigUint64Array): number;
   abandon(h: unknown, slot: number, generation: bigint): number;
@@ -37,7 +37,7 @@ export function openNativeHandle(
     clientIndex: info.clientIndex,
     producer: info.producer,
     tryPin: (digest, device) => addon.tryPin(h, digest, device),
-    unpin: (slot, token) => addon.unpin(h, slot, token),
+    unpin: (slot, index, generation) => addon.unpin(h, slot, index, generation),
     reserve: (digest) => addon.reserve(h, digest),
     publish: (slot, generation, meta) => addon.publish(h, slot, generation, meta),
     abandon: (slot, generation) => addon.abandon(h, slot, generation),

@@ -137,17 +137,19 @@ class TableLease implements Lease {
   readonly #checksum: number | bigint;
   readonly #codec: number;
   readonly #codecVersion: number;
-  #token: bigint;
+  readonly #tokenIndex: number;
+  readonly #tokenGeneration: number;
   #table: LeaseTable | null;
   #meta: Readonly<Record<string, unknown>> | null = null;
 
-  constructor(table: LeaseTable, key: ArtifactKey, consumer: Consumer, readiness: Readiness, halves: Uint32Array, token: bigint) {
+  constructor(table: LeaseTable, key: ArtifactKey, consumer: Consumer, readiness: Readiness, halves: Uint32Array) {
     this.key = key;
     this.consumer = consumer;
     this.readiness = readiness;
     this.slot = halves[0]!;
     this.generation = wordAt(halves, 1);
-    this.#token = token;
+    this.#tokenIndex = halves[4]!;
+    this.#tokenGeneration = halves[5]!;
     this.#sizeBytes = wordAt(halves, 3);
     this.#location = wordAt(halves, 4);
     this.#checksum = wordAt(halves, 5);
@@ -175,7 +177,7 @@ class TableLease implements Lease {
     const table = this.#table;
     if (table === null) return;
     this.#table = null;
-    table.release(this.slot, this.#token);
+    table.release(this.slot, this.#tokenIndex, this.#tokenGeneration);
   }
 }
 
@@ -229,12 +231,12 @@ export class LeaseTable {
     }
     const status = handle.tryPin(keyDigestBytes(key), device);
     if (status !== STATUS.OK) return MISSES.get(status) ?? MISSES.get(STATUS.MISS_CONTENDED)!;
-    return new TableLease(this, key, consumer, want.readiness, this.#halves, handle.out[2]!);
+    return new TableLease(this, key, consumer, want.readiness, this.#halves);
   }
 
   /** @internal Releases one pin (called by a lease's close). */
-  release(slot: number, token: bigint): void {
-    this.#handle?.unpin(slot, token);
+  release(slot: number, tokenIndex: number, tokenGeneration: number): void {
+    this.#handle?.unpin(slot, tokenIndex, tokenGeneration);
   }
 
   /** Producer: reserves a slot for `key` before the artifact is prepared. */

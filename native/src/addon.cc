@@ -76,40 +76,68 @@ Napi::Value Close(const Napi::CallbackInfo &info) {
   return info.Env().Undefined();
 }
 
-Napi::Value TryPin(const Napi::CallbackInfo &info) {
-  Handle *h = HandleOf(info[0]);
-  OPEN_OR_RETURN(h);
-  wp_device_record device;
-  const wp_device_record *target = nullptr;
-  if (info[2].IsTypedArray()) {
-    std::memcpy(&device, BytesOf(info[2]), sizeof device);
-    target = &device;
+// The two calls on the wake path are raw Node-API C callbacks: node-addon-api's wrapper
+// (CallbackInfo, typed wrappers) costs more than the pin itself. They read their
+// arguments with the minimum of calls and return small integers.
+
+// tryPin(handle, digest: Uint8Array(32), device: Uint8Array(40) | null) -> status
+napi_value TryPinRaw(napi_env env, napi_callback_info cbinfo) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, cbinfo, &argc, argv, nullptr, nullptr);
+  void *data = nullptr;
+  napi_get_value_external(env, argv[0], &data);
+  Handle *h = static_cast<Handle *>(data);
+  int rc = WP_ERR_INVALID_ARGUMENT;
+  if (h != nullptr && h->table != nullptr) {
+    void *digest = nullptr;
+    napi_get_typedarray_info(env, argv[1], nullptr, nullptr, &digest, nullptr, nullptr);
+    bool has_device = false;
+    napi_is_typedarray(env, argv[2], &has_device);
+    wp_device_record device;
+    if (has_device) {
+      void *bytes = nullptr;
+      napi_get_typedarray_info(env, argv[2], nullptr, nullptr, &bytes, nullptr, nullptr);
+      std::memcpy(&device, bytes, sizeof device);
+    }
+    wp_lease lease;
+    rc = wp_try_pin(h->table, static_cast<const uint8_t *>(digest), has_device ? &device : nullptr, &lease);
+    if (rc == WP_OK) {
+      uint64_t *o = h->out;
+      o[0] = lease.slot;
+      o[1] = lease.generation;
+      o[2] = lease.token;
+      o[3] = lease.meta.size_bytes;
+      o[4] = lease.meta.location;
+      o[5] = lease.meta.checksum;
+      o[6] = lease.meta.codec_id;
+      o[7] = lease.meta.representation_version;
+    }
   }
-  wp_lease lease;
-  int rc = wp_try_pin(h->table, BytesOf(info[1]), target, &lease);
-  if (rc == WP_OK) {
-    uint64_t *o = h->out;
-    o[0] = lease.slot;
-    o[1] = lease.generation;
-    o[2] = lease.token;
-    o[3] = lease.meta.size_bytes;
-    o[4] = lease.meta.location;
-    o[5] = lease.meta.checksum;
-    o[6] = lease.meta.codec_id;
-    o[7] = lease.meta.representation_version;
-  }
-  return Napi::Number::New(info.Env(), rc);
+  napi_value result;
+  napi_create_int32(env, rc, &result);
+  return result;
 }
 
-Napi::Value Unpin(const Napi::CallbackInfo &info) {
-  Handle *h = HandleOf(info[0]);
-  if (h->table == nullptr) return info.Env().Undefined();
-  bool lossless;
-  wp_lease lease{};
-  lease.slot = info[1].As<Napi::Number>().Uint32Value();
-  lease.token = info[2].As<Napi::BigInt>().Uint64Value(&lossless);
-  wp_unpin(h->table, &lease);
-  return info.Env().Undefined();
+// unpin(handle, slot, tokenIndex, tokenGeneration) -> undefined
+napi_value UnpinRaw(napi_env env, napi_callback_info cbinfo) {
+  size_t argc = 4;
+  napi_value argv[4];
+  napi_get_cb_info(env, cbinfo, &argc, argv, nullptr, nullptr);
+  void *data = nullptr;
+  napi_get_value_external(env, argv[0], &data);
+  Handle *h = static_cast<Handle *>(data);
+  if (h != nullptr && h->table != nullptr) {
+    uint32_t slot = 0, index = 0, generation = 0;
+    napi_get_value_uint32(env, argv[1], &slot);
+    napi_get_value_uint32(env, argv[2], &index);
+    napi_get_value_uint32(env, argv[3], &generation);
+    wp_lease lease{};
+    lease.slot = slot;
+    lease.token = static_cast<uint64_t>(generation) << 32 | index;
+    wp_unpin(h->table, &lease);
+  }
+  return nullptr;
 }
 
 Napi::Value Reserve(const Napi::CallbackInfo &info) {
@@ -255,8 +283,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("layout", Layout(env));
   exports.Set("open", Napi::Function::New(env, Open, "open"));
   exports.Set("close", Napi::Function::New(env, Close, "close"));
-  exports.Set("tryPin", Napi::Function::New(env, TryPin, "tryPin"));
-  exports.Set("unpin", Napi::Function::New(env, Unpin, "unpin"));
+  napi_value raw;
+  napi_create_function(env, "tryPin", NAPI_AUTO_LENGTH, TryPinRaw, nullptr, &raw);
+  exports.Set("tryPin", raw);
+  napi_create_function(env, "unpin", NAPI_AUTO_LENGTH, UnpinRaw, nullptr, &raw);
+  exports.Set("unpin", raw);
   exports.Set("reserve", Napi::Function::New(env, Reserve, "reserve"));
   exports.Set("publish", Napi::Function::New(env, Publish, "publish"));
   exports.Set("abandon", Napi::Function::New(env, Abandon, "abandon"));
