@@ -564,11 +564,13 @@ describe('JS lease table: the producer role', () => {
     expect(c.tryPin(evicting, null)).toBe(STATUS.OK);
     unpinToken(c, es, c.out[2]!);
     expect(c.tryPin(reserved, null)).toBe(STATUS.MISS_ABSENT);
-    // The half-written record is absent now, and the next write is complete.
-    expect(peek.deviceSeq(ds)).toBe(0n);
+    // The half-written record is absent now (finished as an all-zero record under the next
+    // even sequence: the sequence never goes back while readers may hold pins), and the next
+    // write is complete.
+    expect(peek.deviceSeq(ds)).toBe(4n);
     expect(c.tryPin(device, deviceRecord(1, 1n, 1n))).toBe(STATUS.MISS_NO_DEVICE_RECORD);
     expect(next.recordDeviceWrite(device, deviceRecord(1, 1n, 2n))).toBe(STATUS.OK);
-    expect(peek.deviceSeq(ds)).toBe(2n);
+    expect(peek.deviceSeq(ds)).toBe(6n);
     expect(c.tryPin(device, deviceRecord(1, 1n, 2n))).toBe(STATUS.OK);
     unpinToken(c, ds, c.out[2]!);
     c.close();
@@ -714,7 +716,7 @@ describe('JS lease table: close and reap', () => {
     expect(peek.stateGen(5)).toBe((5n << 8n) | BigInt(SLOT_STATE.FREE));
     expect(peek.stateGen(6)).toBe((2n << 8n) | BigInt(SLOT_STATE.READY));
     expect(peek.stateGen(7)).toBe((9n << 8n) | BigInt(SLOT_STATE.READY));
-    expect(peek.deviceSeq(7)).toBe(0n);
+    expect(peek.deviceSeq(7)).toBe(6n); // 5 was half-written: finished as an absent record
     expect(peek.deviceSeq(8)).toBe(6n);
     expect(peek.clientWord(10)).toBe(5n << 24n);
     expect(peek.clientWord(11)).toBe(6n << 24n);

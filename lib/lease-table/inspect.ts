@@ -20,7 +20,12 @@ export interface SlotInspection {
   pinHolders: number[];
   digestHex: string;
   meta: { sizeBytes: bigint; location: bigint; checksum: bigint; codecId: number; representationVersion: number };
-  /** The device record, when one is present and not being written. */
+  /**
+   * The device record, when one is present and was not being written when the
+   * snapshot was read. A snapshot is a plain copy, so a record rewritten during
+   * the copy can appear torn here: inspection is for operators, never for
+   * decisions (pins read records under the seqlock).
+   */
   device: { deviceUuidHex: string; arena: bigint; arenaGeneration: bigint; writeSeq: bigint } | null;
 }
 

@@ -441,7 +441,15 @@ export class JsTableHandle implements TableHandle {
       const index = this.sgIndex(s);
       const v = Atomics.load(this.u64, index);
       const seqIndex = (this.slotByte(s) + SLOT.DEVICE) >> 3;
-      if ((Atomics.load(this.u64, seqIndex) & 1n) !== 0n) Atomics.store(this.u64, seqIndex, 0n);
+      const seq = Atomics.load(this.u64, seqIndex);
+      if ((seq & 1n) !== 0n) {
+        // Half-written: finish it as an absent record (all-zero UUID) under the next even
+        // sequence. Readers may hold pins here, so the sequence only ever grows: a reader
+        // that saw an older even value cannot see it again.
+        const f = ((this.slotByte(s) + SLOT.DEVICE) >> 2) + 2;
+        for (let k = 0; k < 10; k++) Atomics.store(this.u32, f + k, 0);
+        Atomics.store(this.u64, seqIndex, seq + 1n);
+      }
       const state = v & STATE_MASK;
       if (state === SG_EVICTING) {
         Atomics.store(this.u64, index, makeSg(SG_READY, v >> STATE_SHIFT));
@@ -581,6 +589,7 @@ export class JsTableHandle implements TableHandle {
       const arenaGen0 = Atomics.load(u32, f + 6);
       const arenaGen1 = Atomics.load(u32, f + 7);
       if (Atomics.load(u64, seqIndex) !== s1) continue;
+      if ((uuid0 | uuid1 | uuid2 | uuid3) === 0) return STATUS.MISS_NO_DEVICE_RECORD; // settled after a dead producer
       if (uuid0 !== t[0] || uuid1 !== t[1] || uuid2 !== t[2] || uuid3 !== t[3] || arena0 !== t[4] || arena1 !== t[5]) {
         return STATUS.MISS_DEVICE_MISMATCH;
       }
@@ -808,6 +817,7 @@ export class JsTableHandle implements TableHandle {
     const check = this.producerCheck();
     if (check !== STATUS.OK) return check;
     if (!this.loadDigest(digest) || !this.loadTarget(record)) return STATUS.ERR_INVALID_ARGUMENT;
+    if ((this.target[0]! | this.target[1]! | this.target[2]! | this.target[3]!) === 0) return STATUS.ERR_INVALID_ARGUMENT; // all-zero UUID means "no record"
     const slot = this.findSlot();
     if (slot < 0 || (this.found & STATE_MASK) !== SG_READY) return STATUS.ABSENT;
     const byte = this.slotByte(slot) + SLOT.DEVICE;

@@ -202,10 +202,16 @@ static void settle_producer_slots(wp_table *t) {
   for (uint32_t s = 0; s < t->capacity; s++) {
     uint64_t *sg = slot_word(t, s, WP_SLOT_STATE_GEN);
     uint64_t v = __atomic_load_n(sg, __ATOMIC_ACQUIRE);
-    uint64_t *seq = slot_word(t, s, WP_SLOT_DEVICE);
-    /* A device record left half-written (odd) is absent, not "being written" forever.
-     * release: readers that see 0 treat the record as absent; no field is trusted. */
-    if (__atomic_load_n(seq, __ATOMIC_RELAXED) & 1) __atomic_store_n(seq, 0, __ATOMIC_RELEASE);
+    uint64_t *rec = slot_word(t, s, WP_SLOT_DEVICE);
+    uint64_t seq = __atomic_load_n(&rec[0], __ATOMIC_RELAXED);
+    if (seq & 1) {
+      /* Half-written by a dead producer: finish it as an absent record (all-zero UUID)
+       * under the next even sequence. Readers may hold pins on this slot, so the sequence
+       * only ever grows while it is READY: a reader that saw an older even value can never
+       * see it again and accept a mix of two writes. release: fields before sequence. */
+      for (int k = 1; k < 6; k++) __atomic_store_n(&rec[k], 0, __ATOMIC_RELAXED);
+      __atomic_store_n(&rec[0], seq + 1, __ATOMIC_RELEASE);
+    }
     if (state_of(v) == WP_SLOT_EVICTING) {
       __atomic_store_n(sg, make_sg(WP_SLOT_READY, gen_of(v)), __ATOMIC_SEQ_CST);
     } else if (state_of(v) == WP_SLOT_RESERVED) {
@@ -489,6 +495,7 @@ static int check_device_record(const wp_table *t, uint32_t slot, const wp_device
     /* acquire fence: the field loads above complete before the sequence is read again. */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (__atomic_load_n(&rec[0], __ATOMIC_RELAXED) != s1) continue;
+    if (uuid0 == 0 && uuid1 == 0) return WP_MISS_NO_DEVICE_RECORD; /* settled after a dead producer */
     uint64_t want0, want1;
     memcpy(&want0, target->device_uuid, 8);
     memcpy(&want1, target->device_uuid + 8, 8);
@@ -660,6 +667,8 @@ int wp_try_evict(wp_table *t, const uint8_t digest[32]) {
 int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_device_record *rec) {
   if (t == NULL || digest == NULL || rec == NULL) return WP_ERR_INVALID_ARGUMENT;
   if (!t->producer) return WP_ERR_NOT_PRODUCER;
+  static const uint8_t no_device[16] = {0};
+  if (memcmp(rec->device_uuid, no_device, 16) == 0) return WP_ERR_INVALID_ARGUMENT; /* all-zero UUID means "no record" */
   uint64_t sg;
   uint32_t slot = find_slot(t, digest, &sg);
   if (slot == UINT32_MAX || state_of(sg) != WP_SLOT_READY) return WP_ABSENT;
