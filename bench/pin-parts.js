@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// Where a native pin's time goes: the same hit and miss as bench:pin, taken
+// apart by calling the addon's flat functions directly (no LeaseTable, no
+// lease object), against wp_pin_loop (no crossing at all). Means over a plain
+// loop, median of 5 runs; run after `npm run build` with the addon built.
+//
+//   node bench/pin-parts.js [--ops 5000000]
+import { artifactKey, openLeaseTable, unlinkLeaseTable } from '../dist/index.js';
+import { nativeAddon } from '../dist/native.js';
+
+if (nativeAddon === null) throw new Error('pin-parts needs the native addon (npm run build:native)');
+const at = process.argv.indexOf('--ops');
+const ops = at > 0 ? Number(process.argv[at + 1]) : 5_000_000;
+
+const key = (i) =>
+  artifactKey({
+    source: { snapshotKind: 'kv-page', runtime: 'bench', model: 'bench-model', adapter: 'none', profile: 'default', positionPolicy: 'absolute', task: 'bench', namespace: 'bench', tokenLayout: [i, 0, 7] },
+    sourcePageGeneration: 0,
+    codec: 'none',
+    codecConfig: 'none',
+    representationVersion: 1,
+  });
+const name = `waitprep-pin-parts-${process.pid}`;
+const producer = openLeaseTable({ name, role: 'producer', create: { capacity: 1024 }, implementation: 'native' });
+const consumer = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
+const out = new BigUint64Array(8);
+const [status, h] = nativeAddon.open(name, false, 0, 0o600, out);
+try {
+  if (status !== 0) throw new Error(`open failed with status ${status}`);
+  const hit = key(0);
+  const absent = key(1);
+  const reservation = producer.reserve(hit);
+  producer.publish(reservation, { sizeBytes: 1, location: 2, checksum: 3, codecId: 1, representationVersion: 1 });
+  const hitDigest = new Uint8Array(Buffer.from(hit.hex, 'hex'));
+  const absentDigest = new Uint8Array(Buffer.from(absent.hex, 'hex'));
+  const out32 = new Uint32Array(out.buffer);
+
+  const time = (label, fn, n = ops, per = 1) => {
+    for (let i = 0; i < n / 10; i++) fn();
+    const runs = [];
+    for (let r = 0; r < 5; r++) {
+      const t0 = process.hrtime.bigint();
+      for (let i = 0; i < n; i++) fn();
+      runs.push(Number(process.hrtime.bigint() - t0) / n / per);
+    }
+    runs.sort((a, b) => a - b);
+    console.log(`${label.padEnd(58)} ${runs[2].toFixed(1).padStart(7)} ns`);
+  };
+  time('C: wp_pin_loop hit, per iteration', () => nativeAddon.pinLoop(h, hitDigest, 1000n), ops / 1000, 1000);
+  time('C: wp_pin_loop miss, per iteration', () => nativeAddon.pinLoop(h, absentDigest, 1000n), ops / 1000, 1000);
+  time('addon.tryPin miss (1 crossing)', () => nativeAddon.tryPin(h, absentDigest, null));
+  time('addon.tryPin hit + addon.unpin (2 crossings)', () => {
+    nativeAddon.tryPin(h, hitDigest, null);
+    nativeAddon.unpin(h, out32[0], out32[4], out32[5]);
+  });
+  time('table.tryPin miss', () => consumer.tryPin(absent));
+  time('table.tryPin hit + lease.close()', () => consumer.tryPin(hit).close());
+  if (nativeAddon.clientPins(h, reservation.slot) !== 0 || consumer.clientPins(reservation.slot) !== 0) throw new Error('pin-parts miscounted: pins left');
+} finally {
+  nativeAddon.close(h);
+  consumer.close();
+  producer.close();
+  unlinkLeaseTable(name);
+}
