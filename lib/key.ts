@@ -83,6 +83,8 @@ const constructing = Symbol('waitprep.artifactKey');
 
 /** The key's own digest bytes, without a copy: for the lease table's pin path. Never hand it out. */
 export let keyDigestBytes: (key: ArtifactKey) => Uint8Array;
+/** The same digest as 8 little-endian u32 words, computed once: the JavaScript fallback's lookup compares these. */
+export let keyDigestWords: (key: ArtifactKey) => Uint32Array;
 
 /** One-shot SHA-256: `crypto.hash` where Node has it (20.12+), else a Hash object. */
 const sha256: (data: Buffer) => Buffer =
@@ -104,6 +106,7 @@ export class ArtifactKey {
   /** Number of tokens in the layout. */
   readonly tokenCount: number;
   readonly #digest: Uint8Array;
+  readonly #digestWords: Uint32Array;
   /** The digest as 64 lowercase hex characters: a string id for maps and logs. */
   readonly hex: string;
   readonly #tokens: Uint32Array;
@@ -119,6 +122,8 @@ export class ArtifactKey {
     this.tokenCount = v.tokens.length;
     this.#tokens = v.tokens;
     this.#digest = digest;
+    this.#digestWords = new Uint32Array(8);
+    for (let k = 0; k < 8; k++) this.#digestWords[k] = (digest[4 * k]! | (digest[4 * k + 1]! << 8) | (digest[4 * k + 2]! << 16) | (digest[4 * k + 3]! << 24)) >>> 0;
     this.hex = Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength).toString('hex');
     Object.freeze(this);
   }
@@ -130,6 +135,7 @@ export class ArtifactKey {
 
   static {
     keyDigestBytes = (key) => key.#digest;
+    keyDigestWords = (key) => key.#digestWords;
   }
 
   /** A fresh copy of the ordered token layout. */

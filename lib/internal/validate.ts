@@ -44,7 +44,9 @@ export interface NormalizedTarget extends DeviceTarget {
 
 /**
  * A device target in one canonical form (lowercase UUID, bigint arena and
- * generation), or `null` when it is malformed.
+ * generation), or `null` when it is malformed. The target's 40-byte
+ * wp_device_record is computed now and remembered for the object, so a wake
+ * that passes it to the lease table parses nothing.
  */
 export function normalizeTarget(value: unknown): NormalizedTarget | null {
   if (!isObject(value)) return null;
@@ -53,7 +55,44 @@ export function normalizeTarget(value: unknown): NormalizedTarget | null {
   const arena = u64OrNull(value.arena);
   const arenaGeneration = u64OrNull(value.arenaGeneration);
   if (arena === null || arenaGeneration === null) return null;
-  return Object.freeze({ device: 'GPU-' + device.slice(4).toLowerCase(), arena, arenaGeneration });
+  const target: NormalizedTarget = Object.freeze({ device: 'GPU-' + device.slice(4).toLowerCase(), arena, arenaGeneration });
+  records.set(target, deviceRecord(target, 0n));
+  return target;
+}
+
+/** Encoded records of targets seen before, by object: the wake path's lookup. */
+const records = new WeakMap<object, Uint8Array>();
+
+/**
+ * A wp_device_record (uuid 16 bytes, arena, arena_generation, write_seq as
+ * little-endian u64) for a well-formed target.
+ */
+export function deviceRecord(target: NormalizedTarget, writeSeq: bigint): Uint8Array {
+  const out = new Uint8Array(40);
+  const hex = target.device.slice(4).replaceAll('-', '');
+  for (let i = 0; i < 16; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  const view = new DataView(out.buffer);
+  view.setBigUint64(16, target.arena, true);
+  view.setBigUint64(24, target.arenaGeneration, true);
+  view.setBigUint64(32, writeSeq, true);
+  return out;
+}
+
+/**
+ * The encoded record of a device target (write_seq 0), or `null` when it is
+ * malformed. A target normalized before (as every coordinator wait's is) costs
+ * one WeakMap lookup; another object is validated and encoded once, then
+ * remembered.
+ */
+export function encodedTarget(value: unknown): Uint8Array | null {
+  if (!isObject(value)) return null;
+  const known = records.get(value);
+  if (known !== undefined) return known;
+  const target = normalizeTarget(value);
+  if (target === null) return null;
+  const record = records.get(target)!;
+  records.set(value, record);
+  return record;
 }
 
 export function grantRequired(got: unknown): WaitprepError {

@@ -15,7 +15,8 @@ export interface TableHandle {
   readonly clientIndex: number;
   readonly producer: boolean;
   /** `device` is null for host readiness, else a 40-byte wp_device_record (uuid, arena, arena_generation, write_seq). */
-  tryPin(digest: Uint8Array, device: Uint8Array | null): number;
+  /** `words`: the same digest as 8 little-endian u32 words when the caller has them (the fallback then decodes nothing). */
+  tryPin(digest: Uint8Array, device: Uint8Array | null, words?: Uint32Array): number;
   /**
    * Releases the pin that the token (out word 2: index in the low half, record
    * generation in the high half) names; a second call with the same token

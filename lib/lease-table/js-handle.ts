@@ -311,8 +311,18 @@ export class JsTableHandle implements TableHandle {
 
   private client = -1;
   private clientWord = 0n;
-  private bit = 0n;
-  private notBit = 0n;
+  /**
+   * This client's pin bit, as a 32-bit word: the fallback reads and writes the
+   * 64-bit pin mask as its two little-endian 32-bit halves (same bytes), so a
+   * pin's or/and create no BigInt. Sound because a client only ever touches
+   * the half holding its own bit, and the evictor loads both halves after its
+   * claim (every access seq_cst, see tryEvict). A SharedArrayBuffer table is
+   * never shared with the C core, so the sizes of atomic accesses never mix.
+   */
+  private bit32 = 0;
+  private notBit32 = 0;
+  /** 0 or 1: which 32-bit half of a pin mask holds this client's bit. */
+  private bitHalf = 0;
   private isProducer = false;
   private closed = false;
 
@@ -342,8 +352,9 @@ export class JsTableHandle implements TableHandle {
   private sgIndex(slot: number): number {
     return (SLOTS_OFFSET + slot * SLOT_SIZE + SLOT.STATE_GEN) >> 3;
   }
-  private maskIndex(slot: number): number {
-    return (SLOTS_OFFSET + slot * SLOT_SIZE + SLOT.PIN_MASK) >> 3;
+  /** The u32 index of the pin-mask half that holds `client`'s bit. */
+  private maskHalf(slot: number, client: number): number {
+    return ((SLOTS_OFFSET + slot * SLOT_SIZE + SLOT.PIN_MASK) >> 2) + (client >> 5);
   }
   private clientWordIndex(client: number): number {
     return (CLIENTS_OFFSET + client * CLIENT_SIZE + CLI.WORD) >> 3;
@@ -419,16 +430,17 @@ export class JsTableHandle implements TableHandle {
       if (Atomics.compareExchange(u64, wordIndex, claiming, active) !== claiming) continue;
       this.client = i;
       this.clientWord = active;
-      this.bit = 1n << BigInt(i);
-      this.notBit = U64 ^ this.bit;
+      this.bit32 = (1 << (i & 31)) >>> 0;
+      this.notBit32 = ~this.bit32 >>> 0;
+      this.bitHalf = i >> 5;
       return STATUS.OK;
     }
     return STATUS.ERR_NO_CLIENT_SLOT;
   }
 
   private releaseClientPins(client: number): void {
-    const keep = U64 ^ (1n << BigInt(client));
-    for (let s = 0; s < this.capacity; s++) Atomics.and(this.u64, this.maskIndex(s), keep);
+    const keep = ~(1 << (client & 31)) >>> 0;
+    for (let s = 0; s < this.capacity; s++) Atomics.and(this.u32, this.maskHalf(s, client), keep);
   }
 
   /**
@@ -609,9 +621,10 @@ export class JsTableHandle implements TableHandle {
     return true;
   }
 
-  tryPin(digest: Uint8Array, device: Uint8Array | null): number {
+  tryPin(digest: Uint8Array, device: Uint8Array | null, words?: Uint32Array): number {
     if (this.closed) return STATUS.ERR_INVALID_ARGUMENT;
-    if (!this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
+    if (words !== undefined && words.length === 8) this.want.set(words);
+    else if (!this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
     if (device !== null && !this.loadTarget(device)) return STATUS.ERR_INVALID_ARGUMENT;
     const u64 = this.u64;
     const pins = this.pins;
@@ -640,11 +653,11 @@ export class JsTableHandle implements TableHandle {
           continue;
         }
         // Dekker handshake with tryEvict: publish the pin, then re-read the state.
-        const maskIndex = sgIndex + 1;
-        Atomics.or(u64, maskIndex, this.bit);
+        const maskHalf = ((sgIndex + 1) << 1) + this.bitHalf;
+        Atomics.or(u32, maskHalf, this.bit32);
         const again = Atomics.load(u64, sgIndex);
         if (again !== sg) {
-          Atomics.and(u64, maskIndex, this.notBit);
+          Atomics.and(u32, maskHalf, this.notBit32);
           return (again & STATE_MASK) === SG_EVICTING ? STATUS.MISS_EVICTING : STATUS.MISS_CONTENDED;
         }
       }
@@ -656,7 +669,7 @@ export class JsTableHandle implements TableHandle {
         if (record === NO_RECORD) rc = STATUS.MISS_CONTENDED;
       }
       if (rc !== STATUS.OK) {
-        if (!held) Atomics.and(u64, sgIndex + 1, this.notBit);
+        if (!held) Atomics.and(u32, ((sgIndex + 1) << 1) + this.bitHalf, this.notBit32);
         return rc;
       }
       pins[slot]!++;
@@ -703,7 +716,7 @@ export class JsTableHandle implements TableHandle {
     this.leaseGen[index] = (gen + 1) >>> 0;
     this.leaseNext[index] = this.leaseFree;
     this.leaseFree = index;
-    if (--this.pins[slot]! === 0) Atomics.and(this.u64, this.maskIndex(slot), this.notBit);
+    if (--this.pins[slot]! === 0) Atomics.and(this.u32, this.maskHalf(slot, this.client), this.notBit32);
   }
 
   clientPins(slot: number): number {
@@ -803,7 +816,11 @@ export class JsTableHandle implements TableHandle {
     const gen = sg >> STATE_SHIFT;
     // The evictor's half of the Dekker handshake: claim, then read the pins.
     if (Atomics.compareExchange(u64, sgIndex, sg, makeSg(SG_EVICTING, gen)) !== sg) return STATUS.PINNED;
-    if (Atomics.load(u64, sgIndex + 1) !== 0n) {
+    // Both halves of the pin mask, each seq_cst, after the claim: if a pinner's or on its half
+    // came first in the single order, this load sees it; if not, our claim came before its
+    // re-read of the state, which then sees EVICTING and backs out.
+    const half = (sgIndex + 1) << 1;
+    if ((Atomics.load(this.u32, half) | Atomics.load(this.u32, half + 1)) !== 0) {
       Atomics.store(u64, sgIndex, sg); // pinned (or a pinner racing in): roll back, data untouched
       return STATUS.PINNED;
     }

@@ -1,6 +1,6 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
-import { isArtifactKey, keyDigestBytes, type ArtifactKey } from '../key.js';
-import { normalizeTarget } from '../internal/validate.js';
+import { isArtifactKey, keyDigestBytes, keyDigestWords, type ArtifactKey } from '../key.js';
+import { deviceRecord, encodedTarget, normalizeTarget } from '../internal/validate.js';
 import { nativeAddon } from '../native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from '../types.js';
 import type { TableHandle } from './handle.js';
@@ -101,19 +101,6 @@ function checkKey(key: unknown): asserts key is ArtifactKey {
   }
 }
 
-/** Writes a device target as a 40-byte wp_device_record into `out`; false when it is malformed. */
-function encodeDevice(target: unknown, writeSeq: bigint, out: Uint8Array): boolean {
-  const t = normalizeTarget(target);
-  if (t === null) return false;
-  const hex = t.device.slice(4).replaceAll('-', '');
-  for (let i = 0; i < 16; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
-  const view = new DataView(out.buffer, out.byteOffset, 40);
-  view.setBigUint64(16, t.arena, true);
-  view.setBigUint64(24, t.arenaGeneration, true);
-  view.setBigUint64(32, writeSeq, true);
-  return true;
-}
-
 /** Reads u64 word `i` of `words` as a number when exact, else as a bigint, without a BigInt on the way. */
 function wordAt(halves: Uint32Array, i: number): number | bigint {
   const lo = halves[2 * i]!;
@@ -200,7 +187,6 @@ export class LeaseTable {
   readonly sharedBuffer: SharedArrayBuffer | null;
   #handle: TableHandle | null;
   readonly #halves: Uint32Array;
-  readonly #device = new Uint8Array(40);
   readonly #meta = new BigUint64Array(5);
 
   /** @internal Use {@link openLeaseTable}. */
@@ -226,10 +212,10 @@ export class LeaseTable {
     if (handle === null) return MISS_CLOSED;
     let device: Uint8Array | null = null;
     if (want.readiness === 'device') {
-      if (!encodeDevice(want.target, 0n, this.#device)) return MISS_INVALID_TARGET;
-      device = this.#device;
+      device = encodedTarget(want.target);
+      if (device === null) return MISS_INVALID_TARGET;
     }
-    const status = handle.tryPin(keyDigestBytes(key), device);
+    const status = handle.tryPin(keyDigestBytes(key), device, keyDigestWords(key));
     if (status !== STATUS.OK) return MISSES.get(status) ?? MISSES.get(STATUS.MISS_CONTENDED)!;
     return new TableLease(this, key, consumer, want.readiness, this.#halves);
   }
@@ -289,10 +275,13 @@ export class LeaseTable {
     checkKey(key);
     const handle = this.#open('recordDeviceWrite');
     if (typeof write !== 'object' || write === null) throw invalidArgument('write', 'a device write { device, arena, arenaGeneration, writeSeq }', write);
-    const record = new Uint8Array(40);
-    if (!encodeDevice(write, u64('write.writeSeq', write.writeSeq), record)) {
+    const writeSeq = u64('write.writeSeq', write.writeSeq);
+    const target = normalizeTarget(write);
+    if (target === null) {
       throw invalidArgument('write', 'a device write with device "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" and non-negative arena and arenaGeneration', write);
     }
+    if (/^GPU-[0-]+$/.test(target.device)) throw invalidArgument('write.device', 'a GPU UUID other than all zeros (reserved for "no record")', write.device);
+    const record = deviceRecord(target, writeSeq);
     const status = handle.recordDeviceWrite(keyDigestBytes(key), record);
     if (status === STATUS.OK) return 'recorded';
     if (status === STATUS.ABSENT) return 'absent';
