@@ -4,17 +4,34 @@
 // end-to-end demo with the lease table and a storage-worker process replaces
 // it in a later issue.
 import { demo } from './demo.js';
+import { inspect, reap } from './inspect.js';
 
 const [command = 'help', ...rest] = process.argv.slice(2);
 
 const commands = {
   demo: () => demo(rest),
+  inspect: () => inspect(rest),
+  reap: () => reap(rest),
   help: () => {
     console.log(`usage: waitprep <command>
 
 commands:
-  demo [--json]   a scripted run of waits, dedup, preparation, wakes and misses
-  help            this text`);
+  demo [--json]             a scripted run of waits, dedup, preparation, wakes and misses
+  inspect <table> [--json]  a native lease table's slots, pin holders, clients (alive or dead)
+                            and producer; this inspector's own client entry is left out
+  reap <table> [--json]     release the pins and entries of dead clients (and a dead
+                            producer's role), and say which
+  help                      this text
+
+exit codes of inspect and reap:
+  0  healthy (reap: done)
+  1  pins held by dead clients, or a dead producer: run \`waitprep reap <table>\`
+  2  usage error
+  3  no such table
+  4  not a lease table of this ABI (ERR_BAD_SEGMENT: corrupt, truncated, foreign): refused
+  5  any other error (the native addon not loaded, no free client entry, permissions, ...)
+
+details: docs/operations.md`);
   },
 };
 

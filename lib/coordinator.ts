@@ -1,7 +1,25 @@
 import { randomBytes } from 'node:crypto';
-import { WaitprepError, invalidArgument } from './errors.js';
+import { WaitprepError, describe, invalidArgument } from './errors.js';
 import { isArtifactKey, type ArtifactKey } from './key.js';
 import { currentThreadId } from './internal/thread.js';
+import {
+  beginChannel,
+  cancelChannel,
+  completeChannel,
+  overloadChannel,
+  shutdownChannel,
+  staleChannel,
+  waitChannel,
+  wakeChannel,
+  type BeginMessage,
+  type CancelMessage,
+  type CompleteMessage,
+  type OverloadMessage,
+  type ShutdownMessage,
+  type StaleMessage,
+  type WaitMessage,
+  type WakeMessage,
+} from './diagnostics.js';
 import {
   checkConsumer,
   grantRequired,
@@ -22,6 +40,7 @@ import type {
   ResourceGrant,
   WaitAdmission,
   WaitOptions,
+  WaitStatus,
   WakeResult,
   WorkTicket,
 } from './types.js';
@@ -237,6 +256,8 @@ export class WaitCoordinator {
   #grantCopy: ResourceGrant | null = null;
 
   #waits = 0;
+  /** Admitted waits by status; `overloaded` and `rejected` are `#overloads` and `#rejected`. */
+  readonly #admitted = { queued: 0, joined: 0, 'in-flight': 0, completed: 0, failed: 0 };
   #joins = 0;
   #issued = 0;
   #completed = 0;
@@ -288,6 +309,31 @@ export class WaitCoordinator {
       throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
     }
     if (opts !== undefined && !isObject(opts)) throw invalidArgument('opts', 'an object { readiness?, target? }', opts);
+    const admission = this.#admit(c, key, opts);
+    if (waitChannel.hasSubscribers) {
+      waitChannel.publish({
+        ticket: admission.ticket ?? null,
+        status: admission.status,
+        reason: admission.reason ?? null,
+        consumer: c,
+        key: key.hex,
+        readiness: opts?.readiness === undefined ? 'host' : typeof opts.readiness === 'string' ? opts.readiness : describe(opts.readiness),
+      } satisfies WaitMessage);
+    }
+    if (admission.status === 'overloaded' && overloadChannel.hasSubscribers) {
+      overloadChannel.publish({
+        reason: admission.reason as OverloadMessage['reason'],
+        consumer: c,
+        key: key.hex,
+        queued: this.#queued,
+        waiting: this.#waiting,
+      } satisfies OverloadMessage);
+    }
+    return admission;
+  }
+
+  /** `onWait` once its arguments are checked: decides, and changes state only for an admitted wait. */
+  #admit(c: Consumer, key: ArtifactKey, opts: WaitOptions | undefined): WaitAdmission {
     if (this.#closed) return this.#reject(REJECT_SHUTDOWN);
 
     let want: ReadinessRequest = HOST;
@@ -313,7 +359,7 @@ export class WaitCoordinator {
     // Decide first, against the bounds as they would stand after the swap;
     // change nothing unless the wait is admitted.
     const existing = this.#demands.get(id);
-    let status: WaitAdmission['status'];
+    let status: Exclude<WaitStatus, 'overloaded' | 'rejected'>;
     if (existing?.state === QUEUED) status = 'joined';
     else if (existing?.state === IN_FLIGHT) status = 'in-flight';
     else if (existing?.outcome) status = existing.outcome;
@@ -345,6 +391,7 @@ export class WaitCoordinator {
     if (requests === undefined) this.#byEngine.set(c.engine, (requests = new Map()));
     requests.set(c.request, record);
     this.#waiting++;
+    this.#admitted[status]++;
     const admission: WaitAdmission = { status, ticket };
     this.#flushAbort();
     return admission;
@@ -369,6 +416,17 @@ export class WaitCoordinator {
     demand.work = work;
     this.#inFlight = demand;
     this.#issued++;
+    if (beginChannel.hasSubscribers) {
+      beginChannel.publish({
+        work: work.id,
+        key: work.key.hex,
+        readiness: work.readiness,
+        target: work.target,
+        worker: work.grant.worker,
+        grant: work.grant.grant,
+        issuedAt: work.issuedAt,
+      } satisfies BeginMessage);
+    }
     return work;
   }
 
@@ -385,6 +443,7 @@ export class WaitCoordinator {
     const demand = this.#inFlight;
     if (demand === null || demand.work === null || demand.work.id !== work.id) {
       this.#staleEvents++;
+      if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'complete', id: work.id } satisfies StaleMessage);
       return 'stale';
     }
     const work0 = demand.work;
@@ -406,6 +465,16 @@ export class WaitCoordinator {
       if (wasAborted(work0)) this.#dropIfUnused(demand);
       else this.#remember(demand, 'failed');
     }
+    if (completeChannel.hasSubscribers) {
+      completeChannel.publish({
+        work: work0.id,
+        key: work0.key.hex,
+        outcome: outcome.ok ? 'completed' : 'failed',
+        wasted: outcome.ok && demand.waiting === 0,
+        aborted: wasAborted(work0),
+        error: outcome.ok ? undefined : outcome.error,
+      } satisfies CompleteMessage);
+    }
     return 'applied';
   }
 
@@ -420,16 +489,33 @@ export class WaitCoordinator {
     const record = this.#find(ticket);
     if (record === undefined) {
       this.#staleEvents++;
-      return this.#miss(MISS_STALE.reason);
+      const stale = this.#miss(MISS_STALE.reason);
+      if (wakeChannel.hasSubscribers) {
+        wakeChannel.publish({ ticket, result: 'miss', reason: stale.reason, key: null, consumer: null, readiness: null } satisfies WakeMessage);
+      }
+      if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'onWake', id: ticket } satisfies StaleMessage);
+      return stale;
     }
     const { key, want } = record.demand!;
     const consumer: Consumer = Object.freeze({ engine: record.engine, request: record.request, generation: record.generation });
     this.#release(record);
+    let result: WakeResult;
     try {
-      return this.#pin(key, want, consumer);
+      result = this.#pin(key, want, consumer);
     } finally {
       this.#flushAbort();
     }
+    if (wakeChannel.hasSubscribers) {
+      wakeChannel.publish({
+        ticket,
+        result: result.kind,
+        reason: result.kind === 'miss' ? result.reason : null,
+        key: key.hex,
+        consumer,
+        readiness: want.readiness,
+      } satisfies WakeMessage);
+    }
+    return result;
   }
 
   /** Removes that consumer only; shared work stays for the others. False for a stale ticket. */
@@ -439,11 +525,17 @@ export class WaitCoordinator {
     const record = this.#find(ticket);
     if (record === undefined) {
       this.#staleEvents++;
+      if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'onCancel', id: ticket } satisfies StaleMessage);
       return false;
     }
+    // Read before the release clears the record.
+    const message: CancelMessage | null = cancelChannel.hasSubscribers
+      ? { ticket: record.ticket, key: record.demand!.key.hex, consumer: Object.freeze({ engine: record.engine, request: record.request, generation: record.generation }) }
+      : null;
     this.#release(record);
     this.#cancels++;
     this.#flushAbort();
+    if (message !== null) cancelChannel.publish(message);
     return true;
   }
 
@@ -478,13 +570,23 @@ export class WaitCoordinator {
   shutdown(): { drained: boolean; inFlight: IssuedWorkTicket | null } {
     this.#enter();
     this.#closed = true;
-    return { drained: this.#inFlight === null, inFlight: this.#inFlight?.work ?? null };
+    const result = { drained: this.#inFlight === null, inFlight: this.#inFlight?.work ?? null };
+    if (shutdownChannel.hasSubscribers) {
+      shutdownChannel.publish({
+        drained: result.drained,
+        inFlight: result.inFlight?.id ?? null,
+        queued: this.#queued,
+        waiting: this.#waiting,
+      } satisfies ShutdownMessage);
+    }
+    return result;
   }
 
   /** Counters and gauges; a fresh object each call. */
   stats(): CoordinatorStats {
     return {
       waits: this.#waits,
+      waitsByStatus: { ...this.#admitted, overloaded: this.#overloads, rejected: this.#rejected } satisfies Record<WaitStatus, number>,
       joins: this.#joins,
       queued: this.#queued,
       inFlight: this.#inFlight === null ? 0 : 1,

@@ -16,6 +16,10 @@ export type WaitprepErrorCode =
   | 'ERR_NO_CLIENT_SLOT'
   | 'ERR_NATIVE_UNAVAILABLE'
   | 'ERR_CLOSED'
+  | 'ERR_PREPARE_FAILED'
+  | 'ERR_WORKER_CRASHED'
+  | 'ERR_DEADLINE'
+  | 'ERR_MISSING_PEER'
   | 'ERR_SYSTEM';
 
 /**

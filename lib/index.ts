@@ -12,6 +12,29 @@ export {
 export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
 export {
+  PreparationDriver,
+  type GrantSource,
+  type PreparationDriverOptions,
+  type PreparationDriverStats,
+  type PreparationReport,
+  type PreparationResult,
+  type PreparationTask,
+  type PreparationWorkerOptions,
+  type PrepareContext,
+} from './driver.js';
+export { registerMetrics, type MetricsRegistration, type MetricsRegistry, type RegisterMetricsOptions } from './metrics.js';
+export {
+  CHANNELS,
+  type BeginMessage,
+  type CancelMessage,
+  type CompleteMessage,
+  type OverloadMessage,
+  type ShutdownMessage,
+  type StaleMessage,
+  type WaitMessage,
+  type WakeMessage,
+} from './diagnostics.js';
+export {
   openLeaseTable,
   unlinkLeaseTable,
   leaseTableBackend,
@@ -41,3 +64,25 @@ export type {
   WakeResult,
   WorkTicket,
 } from './types.js';
+export {
+  generateTrace,
+  loadTraceJsonl,
+  traceToJsonl,
+  traceSummary,
+  keyFromSpec,
+  specTokenLayout,
+  DEFAULT_TOOL_MIX,
+  TRACE_KEY_BASE,
+  TRACE_VOCAB,
+  MAX_SPEC_TOKENS,
+  type TraceEvent,
+  type TraceWait,
+  type TraceEnd,
+  type KeySpec,
+  type TokenSegment,
+  type LogNormal,
+  type ToolClass,
+  type GenerateTraceOptions,
+  type TraceKeyBase,
+  type TraceSummary,
+} from './trace.js';

@@ -119,6 +119,12 @@ export interface WaitOptions {
 /** Counters (since construction) and gauges (now) of a coordinator. */
 export interface CoordinatorStats {
   waits: number;
+  /**
+   * `onWait` calls by the status they returned. Unlike `waits`, a call that
+   * threw on bad input counts nowhere here; `overloaded` equals `overloads`
+   * and `rejected` equals `rejected`.
+   */
+  waitsByStatus: Record<WaitStatus, number>;
   joins: number;
   queued: number;
   inFlight: number;

@@ -72,7 +72,8 @@ describe('WaitCoordinator: overload registers nothing', () => {
     const after = coord.stats();
     expect(after.overloads).toBe(before.overloads + 1);
     expect(after.waits).toBe(before.waits + 1);
-    expect(statsWithout(after, 'overloads', 'waits')).toEqual(statsWithout(before, 'overloads', 'waits'));
+    expect(after.waitsByStatus).toEqual({ ...before.waitsByStatus, overloaded: before.waitsByStatus.overloaded + 1 });
+    expect(statsWithout(after, 'overloads', 'waits', 'waitsByStatus')).toEqual(statsWithout(before, 'overloads', 'waits', 'waitsByStatus'));
     const work = coord.beginNext(GRANT)!;
     expect(work.key.equals(makeKey(1))).toBe(true);
     coord.complete(work, { ok: true });
@@ -104,7 +105,7 @@ describe('WaitCoordinator: replacement is all-or-nothing, checked as after the s
     coord.onWait(consumer(2), makeKey(1));
     const before = coord.stats();
     expect(coord.onWait(consumer(1, 1), makeKey(2)).status).toBe('overloaded');
-    expect(statsWithout(coord.stats(), 'overloads', 'waits')).toEqual(statsWithout(before, 'overloads', 'waits'));
+    expect(statsWithout(coord.stats(), 'overloads', 'waits', 'waitsByStatus')).toEqual(statsWithout(before, 'overloads', 'waits', 'waitsByStatus'));
     // The old wait is still current and still on key 1.
     expect(coord.onCancel(old)).toBe(true);
     expect(coord.stats()).toMatchObject({ queued: 1, waiting: 1 });

@@ -177,7 +177,12 @@ describe('WaitCoordinator: one demand per (engine, request)', () => {
     expect(lower).toEqual({ status: 'rejected', reason: 'stale-generation' });
     expect(lower.ticket).toBeUndefined();
     const after = coord.stats();
-    expect(after).toEqual({ ...before, waits: before.waits + 1, rejected: before.rejected + 1 });
+    expect(after).toEqual({
+      ...before,
+      waits: before.waits + 1,
+      rejected: before.rejected + 1,
+      waitsByStatus: { ...before.waitsByStatus, rejected: before.waitsByStatus.rejected + 1 },
+    });
     // The current wait still wakes on its own key.
     const woke = coord.onWake(current);
     expect(woke.kind).toBe('hit');

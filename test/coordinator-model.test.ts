@@ -23,6 +23,7 @@ import {
   type CoordinatorStats,
   type DeviceTarget,
   type Lease,
+  type WaitStatus,
   type WorkTicket,
 } from '../lib/index.js';
 
@@ -211,6 +212,9 @@ class Model {
     waits: 0, joins: 0, issued: 0, completed: 0, failed: 0, wasted: 0, wakes: 0, hits: 0,
     cancels: 0, staleEvents: 0, overloads: 0, rejected: 0,
   };
+  readonly waitsByStatus: Record<WaitStatus, number> = {
+    queued: 0, joined: 0, 'in-flight': 0, completed: 0, failed: 0, overloaded: 0, rejected: 0,
+  };
   readonly misses = new Map<string, number>();
 
   constructor(readonly cfg: Config) {}
@@ -316,6 +320,7 @@ class Model {
       queued: this.queue.length,
       inFlight: this.inFlight === null ? 0 : 1,
       misses: Object.fromEntries(this.misses),
+      waitsByStatus: { ...this.waitsByStatus },
       waiting: this.waits.size,
       historySize: this.history.length,
     };
@@ -385,6 +390,7 @@ class Run {
         model.c.waits++;
         const adm = coord.onWait({ engine, request, generation }, this.key(k), opts);
         expect(adm.status).toBe(expected.status);
+        model.waitsByStatus[expected.status as WaitStatus]++;
         if (expected.status === 'rejected' || expected.status === 'overloaded') {
           expect(adm.ticket).toBeUndefined();
           expect(typeof adm.reason === 'string' && adm.reason.length > 0).toBe(true);

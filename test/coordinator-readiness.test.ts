@@ -11,7 +11,12 @@ function expectRejected(opts: unknown, reason?: string) {
   expect(admission.ticket).toBeUndefined();
   expect(typeof admission.reason).toBe('string');
   if (reason !== undefined) expect(admission.reason).toBe(reason);
-  expect(coord.stats()).toEqual({ ...before, waits: before.waits + 1, rejected: before.rejected + 1 });
+  expect(coord.stats()).toEqual({
+    ...before,
+    waits: before.waits + 1,
+    rejected: before.rejected + 1,
+    waitsByStatus: { ...before.waitsByStatus, rejected: before.waitsByStatus.rejected + 1 },
+  });
   expect(coord.beginNext(GRANT)).toBeNull();
 }
 

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import type { WaitStatus } from '../lib/index.js';
 import { GRANT, TARGET_A, consumer, makeKey, setup, ticketOf } from './helpers.js';
 
 const ZERO = {
   waits: 0,
+  waitsByStatus: { queued: 0, joined: 0, 'in-flight': 0, completed: 0, failed: 0, overloaded: 0, rejected: 0 },
   joins: 0,
   queued: 0,
   inFlight: 0,
@@ -35,44 +37,47 @@ describe('WaitCoordinator: stats', () => {
     const { coord, backend } = setup({ maxQueued: 3, maxWaiting: 6, historyLimit: 2 });
     const [k1, k2, k3, k4, k5] = [1, 2, 3, 4, 5].map((n) => makeKey(n));
     let expected = { ...ZERO, misses: {} as Record<string, number> };
-    const step = (change: Partial<typeof expected>) => {
-      expected = { ...expected, ...change };
+    /** Applies `change`, adds `statuses` to waitsByStatus, and compares every field. */
+    const step = (change: Partial<typeof expected>, statuses: Partial<Record<WaitStatus, number>> = {}) => {
+      const waitsByStatus = { ...expected.waitsByStatus };
+      for (const [status, n] of Object.entries(statuses) as Array<[WaitStatus, number]>) waitsByStatus[status] += n;
+      expected = { ...expected, ...change, waitsByStatus };
       expect(coord.stats()).toEqual(expected);
     };
 
     // 1. A new key queues.
     const a = ticketOf(coord.onWait(consumer('a'), k1));
-    step({ waits: 1, queued: 1, waiting: 1 });
+    step({ waits: 1, queued: 1, waiting: 1 }, { queued: 1 });
     // 2. A second consumer of k1 joins the queued unit.
     const b = ticketOf(coord.onWait(consumer('b'), k1));
-    step({ waits: 2, joins: 1, waiting: 2 });
+    step({ waits: 2, joins: 1, waiting: 2 }, { joined: 1 });
     // 3. k2 and a device wait on k1 queue (a different identity).
     const c = ticketOf(coord.onWait(consumer('c'), k2));
     const d = ticketOf(coord.onWait(consumer('d'), k1, { readiness: 'device', target: TARGET_A }));
-    step({ waits: 4, queued: 3, waiting: 4 });
+    step({ waits: 4, queued: 3, waiting: 4 }, { queued: 2 });
     // 4. Queue full: k3 is overloaded.
     expect(coord.onWait(consumer('e'), k3).status).toBe('overloaded');
-    step({ waits: 5, overloads: 1 });
+    step({ waits: 5, overloads: 1 }, { overloaded: 1 });
     // 5. Rejections: persisted readiness, device without a target.
     expect(coord.onWait(consumer('e'), k3, { readiness: 'persisted' }).status).toBe('rejected');
     expect(coord.onWait(consumer('e'), k3, { readiness: 'device' }).status).toBe('rejected');
-    step({ waits: 7, rejected: 2 });
+    step({ waits: 7, rejected: 2 }, { rejected: 2 });
     // 6. Issue k1; a third consumer joins it in flight.
     const w1 = coord.beginNext(GRANT)!;
     step({ issued: 1, queued: 2, inFlight: 1 });
     const f = ticketOf(coord.onWait(consumer('f'), k1));
     expect(coord.onWait(consumer('f', 0), k2).status).toBe('joined'); // f replaces its k1 wait with k2
-    step({ waits: 9, joins: 3, waiting: 5 });
+    step({ waits: 9, joins: 3, waiting: 5 }, { 'in-flight': 1, joined: 1 });
     expect(coord.onWait(consumer('f', 0), k1).status).toBe('in-flight'); // equal generation replaces again
-    step({ waits: 10, joins: 4, waiting: 5 });
+    step({ waits: 10, joins: 4, waiting: 5 }, { 'in-flight': 1 });
     // 7. A lower generation is rejected.
     const g = ticketOf(coord.onWait(consumer('g', 3), k4));
-    step({ waits: 11, queued: 3, waiting: 6 });
+    step({ waits: 11, queued: 3, waiting: 6 }, { queued: 1 });
     expect(coord.onWait(consumer('g', 2), k5).status).toBe('rejected');
-    step({ waits: 12, rejected: 3 });
+    step({ waits: 12, rejected: 3 }, { rejected: 1 });
     // 8. maxWaiting (6) reached: a new consumer is overloaded.
     expect(coord.onWait(consumer('h'), k2).status).toBe('overloaded');
-    step({ waits: 13, overloads: 2 });
+    step({ waits: 13, overloads: 2 }, { overloaded: 1 });
     // 9. Wakes: a misses (absent), a stale wake of f's first ticket.
     expect(coord.onWake(a)).toEqual({ kind: 'miss', reason: 'absent' });
     step({ wakes: 1, misses: { absent: 1 }, waiting: 5 });
@@ -110,7 +115,7 @@ describe('WaitCoordinator: stats', () => {
     // 14. f wakes on k1 (published): a hit.
     const fNow = coord.onWait(consumer('f', 1), k1);
     expect(fNow.status).toBe('queued'); // k1's history entry was evicted, so it queues again
-    step({ waits: 14, queued: 2 });
+    step({ waits: 14, queued: 2 }, { queued: 1 });
     const hit = coord.onWake(ticketOf(fNow));
     expect(hit.kind).toBe('hit');
     if (hit.kind === 'hit') hit.lease.close();
@@ -118,7 +123,7 @@ describe('WaitCoordinator: stats', () => {
     // 15. A wake on k2's history (failed) misses; forget; the survivor g remains.
     const again = coord.onWait(consumer('i'), k2);
     expect(again.status).toBe('failed');
-    step({ waits: 15, waiting: 2 });
+    step({ waits: 15, waiting: 2 }, { failed: 1 });
     expect(coord.onWake(ticketOf(again))).toEqual({ kind: 'miss', reason: 'absent' });
     step({ wakes: 5, misses: { absent: 3, 'stale-ticket': 1 }, waiting: 1 });
     expect(coord.forget(k2)).toBe(true);
@@ -126,7 +131,7 @@ describe('WaitCoordinator: stats', () => {
     // 16. Shutdown: a rejected wait; g is still there.
     expect(coord.shutdown()).toEqual({ drained: true, inFlight: null });
     expect(coord.onWait(consumer('j'), k5).status).toBe('rejected');
-    step({ waits: 16, rejected: 4 });
+    step({ waits: 16, rejected: 4 }, { rejected: 1 });
     expect(coord.beginNext(GRANT)).toBeNull();
     expect(coord.onCancel(g)).toBe(true);
     step({ cancels: 3, waiting: 0, queued: 0 });
@@ -145,6 +150,7 @@ describe('WaitCoordinator: stats', () => {
     coord.shutdown();
     coord.onWait(consumer(7), makeKey(1)); // rejected (shutdown)
     expect(coord.stats()).toMatchObject({ waits: 7, joins: 2, overloads: 1, rejected: 2, waiting: 4 });
+    expect(coord.stats().waitsByStatus).toEqual({ queued: 1, joined: 1, 'in-flight': 1, completed: 1, failed: 0, overloaded: 1, rejected: 2 });
   });
 
   it('misses are keyed by reason, including stale-ticket and backend reasons', () => {

@@ -439,8 +439,13 @@ export class JsTableHandle implements TableHandle {
   }
 
   private releaseClientPins(client: number): void {
-    const keep = ~(1 << (client & 31)) >>> 0;
-    for (let s = 0; s < this.capacity; s++) Atomics.and(this.u32, this.maskHalf(s, client), keep);
+    const bit = (1 << (client & 31)) >>> 0;
+    const keep = ~bit >>> 0;
+    for (let s = 0; s < this.capacity; s++) {
+      const half = this.maskHalf(s, client);
+      // Only slots holding the bit are written (see release_client_pins in table.c).
+      if ((Atomics.load(this.u32, half) & bit) !== 0) Atomics.and(this.u32, half, keep);
+    }
   }
 
   /**

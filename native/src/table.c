@@ -188,10 +188,14 @@ static int register_client(wp_table *t, uint32_t flags) {
 }
 
 static void release_client_pins(wp_table *t, uint32_t client) {
-  uint64_t keep = ~(1ull << client);
+  uint64_t bit = 1ull << client;
   for (uint32_t s = 0; s < t->capacity; s++) {
-    /* release: our reads of the slot happen before an evictor can see the bit gone. */
-    __atomic_fetch_and(slot_word(t, s, WP_SLOT_PIN_MASK), keep, __ATOMIC_RELEASE);
+    uint64_t *mask = slot_word(t, s, WP_SLOT_PIN_MASK);
+    /* Only slots that hold the bit are written, so closing or reaping a client does not dirty
+     * every cache line of the segment. relaxed: only this client (or its reaper) sets or
+     * clears this bit, so a clear bit stays clear. release on the clear: the client's reads
+     * of the slot happen before an evictor can see the bit gone. */
+    if (__atomic_load_n(mask, __ATOMIC_RELAXED) & bit) __atomic_fetch_and(mask, ~bit, __ATOMIC_RELEASE);
   }
 }
 

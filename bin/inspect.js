@@ -1,0 +1,366 @@
+// `waitprep inspect <table> [--json]` and `waitprep reap <table> [--json]`: an operator's view of
+// a native lease table (POSIX shared memory, /dev/shm/<table>) and the one repair it allows.
+//
+// Both open the table as a consumer, which registers the inspecting process as one more client
+// for as long as it looks (it holds no pin, and its own entry is left out of every report), and
+// close it before exiting. Liveness is judged here, in JavaScript, the way the C core's reaper
+// judges it (native/src/table.c, client_is_dead): a client is dead when /proc/<pid>/stat shows
+// another start time (the pid was reused) or state Z or X, or is missing and kill(pid, 0) says
+// ESRCH. A client registered from another pid namespace is 'other-namespace': its pid means
+// nothing here, and the reaper never touches it either.
+//
+// Exit codes (also in `waitprep help` and docs/operations.md):
+//   0 healthy (reap: done)   1 pins held by dead clients, or a dead producer: needs a reap
+//   2 usage error            3 no such table
+//   4 not a lease table of this ABI (ERR_BAD_SEGMENT)   5 any other error (addon not loaded, …)
+import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { implementationReason, openLeaseTable } from '../dist/index.js';
+import { HDR, WP_ABI_VERSION, WP_MAGIC } from '../dist/lease-table/layout.js';
+
+export const EXIT = Object.freeze({ HEALTHY: 0, NEEDS_REAP: 1, USAGE: 2, NOT_FOUND: 3, BAD_SEGMENT: 4, ERROR: 5 });
+
+/** Human output lists at most this many READY slots that nobody pins (`--json` lists all). */
+const READY_SHOWN = 20;
+
+/** A failure that ends the command with `exit`; `code` is the WaitprepError code or a CLI one. */
+class CommandError extends Error {
+  constructor(exit, code, message) {
+    super(message);
+    this.exit = exit;
+    this.code = code;
+  }
+}
+
+function usage(command, problem) {
+  return new CommandError(EXIT.USAGE, 'ERR_USAGE', `${problem}\nusage: waitprep ${command} <table> [--json]`);
+}
+
+/** `<table> [--json]`, with `--` ending the options (a table name may start with '-'). */
+function parseArgs(command, args) {
+  let json = false;
+  const names = [];
+  let positionalOnly = false;
+  for (const arg of args) {
+    if (!positionalOnly && arg === '--') positionalOnly = true;
+    else if (!positionalOnly && arg === '--json') json = true;
+    else if (!positionalOnly && arg.startsWith('-')) throw usage(command, `unknown option ${JSON.stringify(arg)}`);
+    else names.push(arg);
+  }
+  if (names.length !== 1) {
+    throw usage(command, names.length === 0 ? 'the table name is missing' : `expected one table name, got ${names.length}`);
+  }
+  return { name: names[0], json };
+}
+
+/** What the segment's first bytes say, for a refusal message: another ABI version, or no table at all. */
+function describeForeignSegment(name) {
+  const path = `/dev/shm/${name}`;
+  let fd;
+  try {
+    fd = openSync(path, 'r');
+    const header = Buffer.alloc(16);
+    const n = readSync(fd, header, 0, 16, 0);
+    const size = statSync(path).size;
+    if (n >= 12 && header.readBigUInt64LE(HDR.MAGIC) === WP_MAGIC) {
+      const abi = header.readUInt32LE(HDR.ABI_VERSION);
+      if (abi !== WP_ABI_VERSION) {
+        return `it is a waitprep lease table of ABI version ${abi}; this waitprep reads ABI version ${WP_ABI_VERSION} only. ` +
+          'Never share one segment across ABI versions: drain, stop its producer, unlink it and let the new producer recreate it';
+      }
+      return `it has the waitprep magic and ABI version ${abi}, but its geometry or size (${size} bytes) is corrupt or truncated`;
+    }
+    return `it does not start with the waitprep magic (${size} bytes): a foreign or corrupt segment`;
+  } catch {
+    return 'it could not be read to say more';
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/** Opens the table as a consumer of the native implementation, or throws a CommandError. */
+function openForOperator(command, name) {
+  try {
+    return openLeaseTable({ name, role: 'consumer', implementation: 'native' });
+  } catch (error) {
+    const code = error?.code ?? 'ERR_SYSTEM';
+    switch (code) {
+      case 'ERR_INVALID_ARGUMENT':
+        throw usage(command, `${JSON.stringify(name)} is not a table name (1-200 of A-Z a-z 0-9 . _ -, not starting with a dot)`);
+      case 'ERR_TABLE_NOT_FOUND':
+        throw new CommandError(EXIT.NOT_FOUND, code, `no lease table named ${JSON.stringify(name)} (/dev/shm/${name} does not exist)`);
+      case 'ERR_BAD_SEGMENT':
+        throw new CommandError(EXIT.BAD_SEGMENT, code,
+          `refusing /dev/shm/${name}: ERR_BAD_SEGMENT, not a lease table of this ABI (corrupt, truncated or foreign); ${describeForeignSegment(name)}`);
+      case 'ERR_NO_CLIENT_SLOT':
+        throw new CommandError(EXIT.ERROR, code, `${JSON.stringify(name)}: all 64 client entries are held by live clients, so this command cannot register to look`);
+      case 'ERR_NATIVE_UNAVAILABLE':
+        throw new CommandError(EXIT.ERROR, code,
+          `the native addon is not loaded, so no shared-memory table can be opened: ${implementationReason}. ` +
+          (process.env.WAITPREP_IMPLEMENTATION === 'js' ? 'Unset WAITPREP_IMPLEMENTATION' : 'Build it (npm run build:native)'));
+      default:
+        throw new CommandError(EXIT.ERROR, code,
+          `${error instanceof Error ? error.message : String(error)}` +
+          ' (opening needs read and write access to the segment: the inspector registers as a client)');
+    }
+  }
+}
+
+/** The inode of this process's pid namespace, or 0n when /proc cannot say (as the C core does). */
+function ownPidNamespace() {
+  try {
+    return statSync('/proc/self/ns/pid', { bigint: true }).ino;
+  } catch {
+    return 0n;
+  }
+}
+
+/** { state, startTime } from /proc/<pid>/stat, or null when there is no such entry. */
+function procStat(pid) {
+  let text;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return null;
+  }
+  // The command name may hold spaces and parentheses: fields resume after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 (state); the start time is field 22.
+  if (fields.length < 20) return null;
+  return { state: fields[0], startTime: BigInt(fields[19]) };
+}
+
+/** 'alive', 'dead' or 'other-namespace', judged as the C core's reaper does. */
+function liveness(client, myNamespace) {
+  // An entry still CLAIMING has not written its start time and namespace yet: the reaper
+  // then takes "this namespace" and "any start time", and so does this.
+  const claiming = client.state === 'claiming';
+  const namespace = claiming ? myNamespace : client.pidNamespace;
+  const startTime = claiming ? 0n : client.startTime;
+  if (namespace !== myNamespace) return 'other-namespace';
+  if (!(client.pid > 0)) return 'dead';
+  const stat = procStat(client.pid);
+  if (stat !== null) {
+    if (startTime !== 0n && stat.startTime !== startTime) return 'dead'; // the pid was reused
+    return stat.state === 'Z' || stat.state === 'X' ? 'dead' : 'alive';
+  }
+  try {
+    process.kill(client.pid, 0); // no /proc entry: hidepid may hide a live process
+    return 'alive';
+  } catch (error) {
+    return error?.code === 'ESRCH' ? 'dead' : 'alive';
+  }
+}
+
+/** The report of one inspection, without the inspector's own client entry. */
+function buildReport(name, table, view) {
+  const self = table.clientIndex;
+  const myNamespace = ownPidNamespace();
+  const clients = view.clients
+    .filter((c) => c.index !== self)
+    .map((c) => ({ ...c, liveness: liveness(c, myNamespace) }));
+  const byIndex = new Map(clients.map((c) => [c.index, c]));
+  const holder = (index) => {
+    const c = byIndex.get(index);
+    return { client: index, pid: c?.pid ?? null, liveness: c?.liveness ?? 'unregistered' };
+  };
+  const counts = { free: view.capacity - view.slots.length, reserved: 0, ready: 0, evicting: 0 };
+  const slots = view.slots.map((s) => {
+    counts[s.state]++;
+    return {
+      slot: s.slot,
+      state: s.state,
+      generation: s.generation,
+      digest: s.digestHex,
+      digestShort: s.digestHex.slice(0, 16),
+      // The inspector pins nothing: a bit at its own index is a stray left by nobody alive.
+      pinHolders: s.pinHolders.map(holder),
+      meta: s.meta,
+      device: s.device,
+    };
+  });
+  const deadPins = [];
+  const strayPins = [];
+  for (const s of slots) {
+    for (const h of s.pinHolders) {
+      if (h.liveness === 'dead') deadPins.push({ slot: s.slot, client: h.client, pid: h.pid });
+      else if (h.liveness === 'unregistered') strayPins.push({ slot: s.slot, client: h.client });
+    }
+  }
+  const producer = view.producer === null ? null : holder(view.producer);
+  const needsReap = deadPins.length > 0 || producer?.liveness === 'dead';
+  return {
+    table: name,
+    path: `/dev/shm/${name}`,
+    abiVersion: view.abiVersion,
+    capacity: view.capacity,
+    segmentSize: view.segmentSize,
+    reapedClientsTotal: view.reapedClients,
+    inspector: { clientIndex: self, pid: process.pid, excluded: true },
+    producer,
+    clients,
+    slotCounts: counts,
+    slots,
+    deadPins,
+    strayPins,
+    needsReap,
+    exitCode: needsReap ? EXIT.NEEDS_REAP : EXIT.HEALTHY,
+  };
+}
+
+/** JSON with bigints as decimal strings. */
+function toJson(value) {
+  return JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? v.toString() : v), 2);
+}
+
+function pad(cells, widths) {
+  return cells.map((cell, i) => String(cell).padEnd(widths[i])).join('  ').trimEnd();
+}
+
+function table(header, rows) {
+  const widths = header.map((h, i) => rows.reduce((width, r) => Math.max(width, String(r[i]).length), h.length));
+  return [pad(header, widths), ...rows.map((r) => pad(r, widths))].map((line) => `  ${line}`).join('\n');
+}
+
+function holderText(h) {
+  return `client ${h.client} (pid ${h.pid ?? '?'}, ${h.liveness})`;
+}
+
+function humanReport(r) {
+  const lines = [];
+  lines.push(`lease table ${r.table} (${r.path}): ABI version ${r.abiVersion}, capacity ${r.capacity} slots, segment ${r.segmentSize} bytes`);
+  lines.push(r.producer === null
+    ? 'producer: none'
+    : `producer: client ${r.producer.client}, pid ${r.producer.pid ?? '?'}, ${r.producer.liveness}`);
+  lines.push('');
+  lines.push(`clients: ${r.clients.length} (not counting this inspector, client ${r.inspector.clientIndex}, pid ${r.inspector.pid}); reaped since creation: ${r.reapedClientsTotal}`);
+  if (r.clients.length > 0) {
+    lines.push(table(
+      ['index', 'pid', 'serial', 'start time (ticks after boot)', 'state', 'liveness', 'role'],
+      r.clients.map((c) => [c.index, c.pid, c.serial, c.state === 'claiming' ? '-' : c.startTime, c.state, c.liveness, c.producer ? 'producer' : 'consumer']),
+    ));
+  }
+  lines.push('');
+  const { free, reserved, ready, evicting } = r.slotCounts;
+  lines.push(`slots: ${ready} ready, ${reserved} reserved, ${evicting} evicting, ${free} free`);
+  for (const state of ['reserved', 'ready', 'evicting']) {
+    const ofState = r.slots.filter((s) => s.state === state);
+    if (ofState.length === 0) continue;
+    // Every pinned slot is listed; unpinned READY slots only up to READY_SHOWN.
+    const shown = state === 'ready'
+      ? [...ofState.filter((s) => s.pinHolders.length > 0), ...ofState.filter((s) => s.pinHolders.length === 0).slice(0, READY_SHOWN)]
+      : ofState;
+    shown.sort((a, b) => a.slot - b.slot);
+    lines.push(`  ${state}:`);
+    lines.push(table(
+      ['slot', 'generation', 'digest', 'pinned by'],
+      shown.map((s) => [s.slot, s.generation, `${s.digestShort}…`, s.pinHolders.map(holderText).join(', ') || '-']),
+    ).replace(/^/gm, '  '));
+    if (shown.length < ofState.length) lines.push(`      … and ${ofState.length - shown.length} more unpinned ready slots (--json lists every slot)`);
+  }
+  lines.push('');
+  if (r.deadPins.length === 0) {
+    lines.push('pins held by dead clients: none');
+  } else {
+    lines.push(`pins held by dead clients: ${r.deadPins.length}`);
+    for (const p of r.deadPins) lines.push(`  slot ${p.slot}: client ${p.client} (pid ${p.pid}) is dead`);
+  }
+  if (r.strayPins.length > 0) {
+    lines.push(`pin bits of unregistered client entries: ${r.strayPins.map((p) => `slot ${p.slot} client ${p.client}`).join(', ')}` +
+      ' (a client may have registered and pinned while the snapshot was taken: inspect again; reaping does not clear these)');
+  }
+  const stuck = r.clients.filter((c) => c.state === 'reaping');
+  if (stuck.length > 0) {
+    lines.push(`clients being reaped right now: ${stuck.map((c) => `client ${c.index} (pid ${c.pid})`).join(', ')}` +
+      ' (if this persists, the reaper died mid-reap; reaping again does not release these entries)');
+  }
+  lines.push('');
+  if (r.needsReap) {
+    const why = [
+      r.deadPins.length > 0 ? `${r.deadPins.length} pin(s) held by dead clients` : null,
+      r.producer?.liveness === 'dead' ? `the producer (pid ${r.producer.pid}) is dead` : null,
+    ].filter(Boolean).join(' and ');
+    lines.push(`status: needs a reap: ${why}; run \`waitprep reap ${r.table}\``);
+  } else {
+    const idle = r.clients.filter((c) => c.liveness === 'dead').length;
+    lines.push(`status: healthy${idle > 0 ? ` (${idle} dead client(s) hold no pin; \`waitprep reap ${r.table}\` frees their entries)` : ''}`);
+  }
+  return lines.join('\n');
+}
+
+/** Runs `body` with the table open; turns every failure into an exit code and a message. */
+async function runCommand(command, args, body) {
+  let json = args.includes('--json');
+  let name = null;
+  try {
+    const parsed = parseArgs(command, args);
+    json = parsed.json;
+    name = parsed.name;
+    const table = openForOperator(command, name);
+    let outcome;
+    try {
+      outcome = body(name, table);
+    } finally {
+      table.close();
+    }
+    process.stdout.write((json ? toJson(outcome.report) : outcome.human) + '\n');
+    process.exitCode = outcome.exit;
+  } catch (error) {
+    const failure = error instanceof CommandError
+      ? error
+      : new CommandError(EXIT.ERROR, error?.code ?? 'ERR_SYSTEM', error instanceof Error ? error.stack ?? error.message : String(error));
+    console.error(`waitprep ${command}: ${failure.message}`);
+    if (json) process.stdout.write(toJson({ table: name, error: { code: failure.code, message: failure.message }, exitCode: failure.exit }) + '\n');
+    process.exitCode = failure.exit;
+  }
+}
+
+/** `waitprep inspect <table> [--json]`. */
+export function inspect(args) {
+  return runCommand('inspect', args, (name, table) => {
+    const report = buildReport(name, table, table.inspect());
+    return { report, human: humanReport(report), exit: report.exitCode };
+  });
+}
+
+/** `waitprep reap <table> [--json]`: releases the pins and entries of dead clients, and a dead producer's role. */
+export function reap(args) {
+  return runCommand('reap', args, (name, table) => {
+    const before = buildReport(name, table, table.inspect());
+    const reaped = table.reapDeadClients();
+    const after = buildReport(name, table, table.inspect());
+    // An entry reaped is one present before (same index and serial) and gone after; a client
+    // that closed normally in between would look the same, so only those judged dead count.
+    const remaining = new Set(after.clients.map((c) => `${c.index}:${c.serial}`));
+    const released = before.clients.filter((c) => c.liveness === 'dead' && !remaining.has(`${c.index}:${c.serial}`));
+    const releasedIndexes = new Set(released.map((c) => c.index));
+    const pinBits = (report) => report.slots.reduce((n, s) => n + s.pinHolders.filter((h) => releasedIndexes.has(h.client)).length, 0);
+    const producerReleased = before.producer !== null && releasedIndexes.has(before.producer.client) && after.producer?.client !== before.producer.client;
+    const report = {
+      table: name,
+      reaped,
+      clients: released.map((c) => ({ index: c.index, pid: c.pid, serial: c.serial, producer: c.producer })),
+      // Shared memory keeps one pin bit per (slot, client), however many leases the client held on the slot.
+      pinsReleased: Math.max(0, pinBits(before) - pinBits(after)),
+      producerReleased,
+      deadPinsBefore: before.deadPins.length,
+      deadPinsAfter: after.deadPins.length,
+      // A dead producer's slots are settled on the way: RESERVED abandoned, EVICTING back to READY.
+      slotCountsBefore: before.slotCounts,
+      slotCountsAfter: after.slotCounts,
+      reapedClientsTotal: after.reapedClientsTotal,
+      inspector: before.inspector,
+      exitCode: EXIT.HEALTHY,
+    };
+    const lines = [`lease table ${name} (/dev/shm/${name}): reaped ${reaped} dead client(s)`];
+    for (const c of report.clients) lines.push(`  client ${c.index} (pid ${c.pid}${c.producer ? ', the producer' : ''}): released`);
+    lines.push(`pins released: ${report.pinsReleased} (one per slot a dead client held, however many leases it had there)`);
+    if (producerReleased) {
+      lines.push(`producer role freed; its slots settled: reserved ${before.slotCounts.reserved} -> ${after.slotCounts.reserved}, evicting ${before.slotCounts.evicting} -> ${after.slotCounts.evicting}`);
+    }
+    if (after.deadPins.length > 0) {
+      lines.push(`still held by dead clients: ${after.deadPins.length} pin(s) (entries another reaper is working on, or stuck in REAPING)`);
+    }
+    lines.push(`dead clients (of this pid namespace) left: ${after.clients.filter((c) => c.liveness === 'dead').length}`);
+    return { report, human: lines.join('\n'), exit: EXIT.HEALTHY };
+  });
+}

@@ -1,0 +1,643 @@
+import { dirname, isAbsolute, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { threadId, type Worker } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import { WaitprepError, describe, invalidArgument } from './errors.js';
+import type { ArtifactKeyFields } from './key.js';
+import type { IssuedWorkTicket, WaitCoordinator } from './coordinator.js';
+import type { ResourceGrant } from './types.js';
+
+/**
+ * Where resource grants come from. The driver asks for one only when the
+ * coordinator has a queued unit and nothing is in flight, and gives it back
+ * once the worker that used it has stopped running (not when the unit was
+ * reported: a unit failed by its deadline may still be running, and still
+ * holds what it was granted).
+ */
+export interface GrantSource {
+  /**
+   * A grant for one unit, or `null` when none is available now (the driver
+   * then waits for the next {@link PreparationDriver.poke}). A promise is
+   * awaited; it may settle later, when a grant frees up.
+   */
+  acquire(): ResourceGrant | null | Promise<ResourceGrant | null>;
+  /** Gives back a grant `acquire` handed out. Called once per grant. */
+  release(grant: ResourceGrant): void;
+}
+
+/** The worker pool of a {@link PreparationDriver}: a piscina pool of worker_threads. */
+export interface PreparationWorkerOptions {
+  /**
+   * The ESM module that prepares a unit, as an absolute path or a `file:` URL.
+   * Its default export is `async function prepare(task, { signal, aborted })`:
+   * see {@link PreparationTask} and {@link PrepareContext}.
+   */
+  filename: string | URL;
+  /** Threads kept even when idle. Default 1. */
+  minThreads?: number;
+  /**
+   * Most threads. Default 2: one for the unit in flight, one for a unit that
+   * ran past its deadline and is still draining. Make it at least the number
+   * of grants the source can hand out at once, or a unit may wait in the
+   * pool's queue (its deadline counts from when it was handed to the pool).
+   */
+  maxThreads?: number;
+  /** Milliseconds an idle thread above `minThreads` lives. Default piscina's (0). */
+  idleTimeout?: number;
+  /** Passed to each worker as `workerData` (structured-cloned; SharedArrayBuffers are shared). */
+  workerData?: unknown;
+  /** Worker environment (piscina `env`). */
+  env?: Record<string, string>;
+  /** Worker `execArgv`. */
+  execArgv?: string[];
+  /** Worker heap limits (worker_threads `resourceLimits`). */
+  resourceLimits?: { maxOldGenerationSizeMb?: number; maxYoungGenerationSizeMb?: number; codeRangeSizeMb?: number; stackSizeMb?: number };
+}
+
+/** Options of {@link PreparationDriver}. Unknown options are rejected. */
+export interface PreparationDriverOptions {
+  /** The coordinator whose units this driver prepares. Construct the driver on its thread. */
+  coordinator: WaitCoordinator;
+  /** Where resource grants come from. */
+  grants: GrantSource;
+  /** The worker pool that runs `prepare`. */
+  worker: PreparationWorkerOptions;
+  /**
+   * Milliseconds a unit may run, counted from when it is handed to the pool.
+   * Past it the unit is completed as failed (`ERR_DEADLINE`) at once, so the
+   * coordinator can issue the next one, and the worker is told to stop at its
+   * safe boundary; its eventual result is ignored. Default: no deadline.
+   */
+  deadlineMs?: number;
+  /**
+   * At the deadline, terminate the worker instead of letting it drain. Only
+   * for preparation that is safe to cut off mid-write. Needs `deadlineMs`.
+   * Default false.
+   */
+  killOnDeadline?: boolean;
+  /** Called on the coordinator's thread after each unit is reported with `complete`. */
+  onSettled?: (report: PreparationReport) => void;
+}
+
+/**
+ * What `prepare` receives: plain data of the issued unit, structured-cloned
+ * into the worker. `key` has the shape of {@link ArtifactKeyFields}, so
+ * `artifactKey(task.key)` rebuilds the same key (its `hex` equals `keyHex`).
+ */
+export interface PreparationTask {
+  /** The work ticket's id. */
+  readonly id: string;
+  /** The key's digest as 64 lowercase hex characters. */
+  readonly keyHex: string;
+  /** Every identity field of the key. */
+  readonly key: ArtifactKeyFields & { sourcePageGeneration: bigint; representationVersion: bigint };
+  /** `'host'` or `'device'`. */
+  readonly readiness: 'host' | 'device';
+  /** For `'device'`: the target, arena and generation as bigints. Else `null`. */
+  readonly target: { readonly device: string; readonly arena: bigint; readonly arenaGeneration: bigint } | null;
+  /** The grant the unit was issued against. */
+  readonly grant: ResourceGrant;
+}
+
+/**
+ * The second argument of `prepare`, in the worker. Stop early by throwing at a
+ * safe boundary (`signal.throwIfAborted()`): a `prepare` that returns has
+ * published its artifact, even if it was asked to stop.
+ */
+export interface PrepareContext {
+  /**
+   * Aborts when every consumer of the unit left (reason: an `AbortError`) or
+   * the unit ran past its deadline (a `TimeoutError`). It fires from the
+   * worker's event loop, so a synchronous CPU loop should poll `aborted()`.
+   */
+  readonly signal: AbortSignal;
+  /** The same flag, read synchronously from shared memory: cheap enough for every chunk. */
+  readonly aborted: () => boolean;
+}
+
+/** How a unit ended, as the driver reported it to the coordinator. */
+export type PreparationResult = 'succeeded' | 'failed' | 'crashed' | 'deadline' | 'closed';
+
+/** One unit's report, passed to `onSettled` after `complete`. */
+export interface PreparationReport {
+  /** The unit. */
+  readonly work: IssuedWorkTicket;
+  /**
+   * `succeeded`: `prepare` returned. `failed`: it threw (including a stop at a
+   * safe boundary). `crashed`: the worker died or could not run it (the pool
+   * replaces a dead worker). `deadline`: it ran past `deadlineMs`. `closed`:
+   * `close({ force: true })` terminated it.
+   */
+  readonly result: PreparationResult;
+  /** `null` when it succeeded; else `ERR_PREPARE_FAILED`, `ERR_WORKER_CRASHED`, `ERR_DEADLINE` or `ERR_CLOSED`, with `cause`. */
+  readonly error: WaitprepError | null;
+  /** What `prepare` resolved to (structured-cloned), when it succeeded. */
+  readonly value: unknown;
+  /** What `coordinator.complete` answered. */
+  readonly completion: 'applied' | 'stale';
+  /** The worker thread that took the unit, or `null` when none had yet. */
+  readonly threadId: number | null;
+}
+
+/** Counters (since construction) and a gauge of a {@link PreparationDriver}. */
+export interface PreparationDriverStats {
+  /** Units handed to the pool. */
+  started: number;
+  /** Units whose `prepare` returned. */
+  succeeded: number;
+  /** Units whose `prepare` threw. */
+  failed: number;
+  /** Units whose worker died or could not run them. */
+  crashed: number;
+  /** Units failed by their deadline. */
+  deadlines: number;
+  /** Units terminated by `close({ force: true })`. */
+  closed: number;
+  /** Results that came after their unit was already reported (past its deadline), or that `complete` called stale; ignored. */
+  stale: number;
+  /** Worker errors the pool raised outside any unit (a worker that died while idle); the pool replaces the worker. */
+  workerErrors: number;
+  /** Workers running a unit now, including units already failed by their deadline. */
+  running: number;
+}
+
+// The per-unit shared flag: two int32 words.
+//
+//   word 0  STATE   RUNNING (0) until the main thread asks the worker to stop:
+//                   CANCELLED (1) when every consumer left, DEADLINE (2) past the deadline.
+//   word 1  THREAD  the threadId of the worker that took the unit (0 until then).
+//
+// The main thread stores STATE and notifies; the worker reads it with
+// Atomics.load (aborted()) and waits on it with Atomics.waitAsync (signal).
+// Seq-cst Atomics throughout: one store per unit, nothing to gain from weaker.
+const STATE = 0;
+const THREAD = 1;
+const RUNNING = 0;
+const CANCELLED = 1;
+const DEADLINE = 2;
+
+/** What the worker side receives from piscina. */
+interface Envelope {
+  module: string;
+  flag: Int32Array;
+  task: PreparationTask;
+}
+
+/** A `prepare` error as plain data: Error objects lose their `code` and custom names crossing threads. */
+interface RemoteError {
+  name: string;
+  message: string;
+  stack?: string;
+  code?: string;
+}
+
+/** What the worker side answers. A rejection instead means the worker could not run the unit. */
+type WorkerReply = { ok: true; value: unknown } | { ok: false; error: RemoteError };
+
+/** One unit from `beginNext` until its worker stops running. */
+interface Unit {
+  readonly work: IssuedWorkTicket;
+  readonly grant: ResourceGrant;
+  readonly flag: Int32Array;
+  readonly kill: AbortController | null;
+  readonly onAbort: () => void;
+  timer: ReturnType<typeof setTimeout> | null;
+  /** Set once the unit was reported with `complete` (by its result, its deadline or a forced close). */
+  reported: boolean;
+}
+
+const OPTION_NAMES = new Set(['coordinator', 'grants', 'worker', 'deadlineMs', 'killOnDeadline', 'onSettled']);
+const WORKER_OPTION_NAMES = new Set(['filename', 'minThreads', 'maxThreads', 'idleTimeout', 'workerData', 'env', 'execArgv', 'resourceLimits']);
+
+/**
+ * This module's own JavaScript file: the worker side ({@link runPreparation})
+ * lives here, so piscina loads it by path. Loaded from TypeScript sources (as
+ * the tests do), it is the compiled `dist/driver.js`: build first.
+ */
+const ENTRY = ((): string => {
+  const here = fileURLToPath(import.meta.url);
+  return here.endsWith('.ts') ? join(dirname(here), '..', 'dist', 'driver.js') : here;
+})();
+const ENTRY_NAME = 'runPreparation';
+
+/**
+ * Drives a {@link WaitCoordinator}'s units through a pool of worker_threads
+ * (piscina): when a unit is queued, nothing is in flight and the grant source
+ * grants, it issues the unit with `beginNext(grant)`, runs `prepare` in a
+ * worker, and reports `complete` back on the coordinator's thread.
+ *
+ * Preparation never runs on the event loop, and nothing here calls the
+ * coordinator from inside another coordinator call: `poke()` only schedules,
+ * and every `beginNext` and `complete` runs from a microtask, a timer or a
+ * promise callback. The only work done inside a coordinator call is the
+ * abort listener on `work.signal` (an atomic store and notify), so `onWake`
+ * and `onCancel` are never slowed by it.
+ *
+ * Cancellation drains: when the unit's last consumer leaves, `work.signal`
+ * aborts and the worker sees it through shared memory (`aborted()`, or its own
+ * `signal`), stops at its safe boundary and reports. Nothing is terminated
+ * unless `killOnDeadline` or `close({ force: true })` says so.
+ */
+export class PreparationDriver {
+  readonly #coordinator: WaitCoordinator;
+  readonly #grants: GrantSource;
+  readonly #pool: Piscina<Envelope, WorkerReply>;
+  readonly #module: string;
+  readonly #deadlineMs: number | null;
+  readonly #killOnDeadline: boolean;
+  readonly #onSettled: ((report: PreparationReport) => void) | null;
+  /** The unit not yet reported, if any: the driver keeps at most one. */
+  #current: Unit | null = null;
+  #acquiring = false;
+  #scheduled = false;
+  #closed = false;
+  #forcing = false;
+  #idleWaiters: Array<() => void> = [];
+  readonly #stats: PreparationDriverStats = {
+    started: 0, succeeded: 0, failed: 0, crashed: 0, deadlines: 0, closed: 0, stale: 0, workerErrors: 0, running: 0,
+  };
+
+  constructor(options: PreparationDriverOptions) {
+    if (!isObject(options)) throw invalidArgument('options', 'an object { coordinator, grants, worker, … }', options);
+    for (const name of Object.keys(options)) {
+      if (!OPTION_NAMES.has(name)) throw invalidArgument(name, `not set (unknown option; known: ${[...OPTION_NAMES].join(', ')})`, options[name as keyof PreparationDriverOptions]);
+    }
+    const { coordinator, grants, worker, deadlineMs, killOnDeadline, onSettled } = options;
+    if (!isObject(coordinator) || typeof coordinator.beginNext !== 'function' || typeof coordinator.complete !== 'function') {
+      throw invalidArgument('coordinator', 'a WaitCoordinator', coordinator);
+    }
+    if (!isObject(grants) || typeof grants.acquire !== 'function' || typeof grants.release !== 'function') {
+      throw invalidArgument('grants', 'an object { acquire(), release(grant) }', grants);
+    }
+    if (deadlineMs !== undefined && (typeof deadlineMs !== 'number' || !(deadlineMs > 0) || !Number.isFinite(deadlineMs))) {
+      throw invalidArgument('deadlineMs', 'a finite number > 0', deadlineMs);
+    }
+    if (killOnDeadline !== undefined && typeof killOnDeadline !== 'boolean') throw invalidArgument('killOnDeadline', 'a boolean', killOnDeadline);
+    if (killOnDeadline === true && deadlineMs === undefined) throw invalidArgument('killOnDeadline', 'set only with deadlineMs', killOnDeadline);
+    if (onSettled !== undefined && typeof onSettled !== 'function') throw invalidArgument('onSettled', 'a function', onSettled);
+    this.#coordinator = coordinator;
+    this.#grants = grants;
+    this.#deadlineMs = deadlineMs ?? null;
+    this.#killOnDeadline = killOnDeadline ?? false;
+    this.#onSettled = onSettled ?? null;
+    this.#module = moduleUrl(worker);
+    const { filename: _, minThreads = 1, maxThreads = Math.max(2, minThreads), ...rest } = worker;
+    if (!Number.isSafeInteger(minThreads) || minThreads < 0) throw invalidArgument('worker.minThreads', 'a non-negative integer', minThreads);
+    if (!Number.isSafeInteger(maxThreads) || maxThreads < Math.max(1, minThreads)) {
+      throw invalidArgument('worker.maxThreads', `an integer >= max(1, minThreads = ${minThreads})`, maxThreads);
+    }
+    this.#pool = new Piscina<Envelope, WorkerReply>({ filename: ENTRY, name: ENTRY_NAME, minThreads, maxThreads, ...rest });
+    // Without a listener an idle worker's death would be an uncaught 'error'.
+    // The pool replaces the worker; no unit was running on it.
+    this.#pool.on('error', () => {
+      this.#stats.workerErrors++;
+    });
+  }
+
+  /**
+   * Asks the driver to look for work: call it after `onWait` queued a unit and
+   * when the grant source has a grant again. Cheap and safe anywhere, even
+   * inside a coordinator or backend call: it only schedules a microtask, and
+   * several pokes before it runs are one.
+   */
+  poke(): void {
+    if (this.#closed || this.#scheduled) return;
+    this.#scheduled = true;
+    queueMicrotask(this.#pump);
+  }
+
+  /**
+   * Stops pulling work, then destroys the pool. By default it first waits
+   * until no worker runs a unit: the unit in flight finishes (and is reported)
+   * as usual, and a worker past its deadline reaches its safe boundary. With
+   * `force`, workers are terminated now and the unit in flight is reported as
+   * failed (`ERR_CLOSED`). The coordinator is not shut down.
+   */
+  async close(options: { force?: boolean } = {}): Promise<void> {
+    if (!isObject(options)) throw invalidArgument('options', 'an object { force? }', options);
+    this.#closed = true;
+    if (options.force === true) {
+      this.#forcing = true;
+      await this.#pool.destroy();
+      await this.#idle();
+    } else {
+      await this.#idle();
+      await this.#pool.destroy();
+    }
+  }
+
+  /** Counters and the running gauge; a fresh object each call. */
+  stats(): PreparationDriverStats {
+    return { ...this.#stats };
+  }
+
+  /** The pool's worker threads now, for diagnostics (a fresh array). */
+  get threads(): readonly Worker[] {
+    return [...this.#pool.threads];
+  }
+
+  #idle(): Promise<void> {
+    if (this.#stats.running === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  /** Issues the next unit if one is queued, nothing is in flight and a grant comes. */
+  readonly #pump = (): void => {
+    this.#scheduled = false;
+    if (this.#closed || this.#acquiring || this.#current !== null) return;
+    const coordinator = this.#coordinator;
+    if (coordinator.closed || coordinator.inFlight !== null || coordinator.stats().queued === 0) return;
+    let granted: ResourceGrant | null | Promise<ResourceGrant | null>;
+    try {
+      granted = this.#grants.acquire();
+    } catch (error) {
+      throwLater(error);
+      return;
+    }
+    if (isObject(granted) && typeof (granted as { then?: unknown }).then === 'function') {
+      this.#acquiring = true;
+      (granted as Promise<ResourceGrant | null>).then(
+        (grant) => {
+          this.#acquiring = false;
+          this.#begin(grant);
+        },
+        (error: unknown) => {
+          this.#acquiring = false;
+          throwLater(error);
+        },
+      );
+    } else {
+      this.#begin(granted as ResourceGrant | null);
+    }
+  };
+
+  #begin(grant: ResourceGrant | null): void {
+    if (grant === null || grant === undefined) return;
+    let work: IssuedWorkTicket | null;
+    try {
+      // The queue may have emptied, or the driver closed, while an asynchronous grant came.
+      work = this.#closed || this.#current !== null ? null : this.#coordinator.beginNext(grant);
+    } catch (error) {
+      this.#release(grant);
+      throwLater(error);
+      return;
+    }
+    if (work === null) {
+      this.#release(grant);
+      return;
+    }
+    this.#start(work, grant);
+  }
+
+  #start(work: IssuedWorkTicket, grant: ResourceGrant): void {
+    const flag = new Int32Array(new SharedArrayBuffer(2 * Int32Array.BYTES_PER_ELEMENT));
+    const unit: Unit = {
+      work,
+      grant,
+      flag,
+      kill: this.#killOnDeadline ? new AbortController() : null,
+      onAbort: () => raise(flag, CANCELLED),
+      timer: null,
+      reported: false,
+    };
+    this.#current = unit;
+    this.#stats.started++;
+    this.#stats.running++;
+    // The abort fires inside onWake/onCancel: the listener only stores and notifies.
+    const signal = work.signal;
+    if (signal.aborted) unit.onAbort();
+    else signal.addEventListener('abort', unit.onAbort, { once: true });
+    const envelope: Envelope = { module: this.#module, flag, task: taskOf(work) };
+    const run = this.#pool.run(envelope, { signal: unit.kill?.signal ?? null });
+    if (this.#deadlineMs !== null) unit.timer = setTimeout(() => this.#onDeadline(unit), this.#deadlineMs);
+    run.then(
+      (reply) => this.#onRunEnded(unit, reply, null),
+      (error: unknown) => this.#onRunEnded(unit, null, error),
+    );
+  }
+
+  #onDeadline(unit: Unit): void {
+    unit.timer = null;
+    if (unit.reported) return;
+    this.#stats.deadlines++;
+    const error = new WaitprepError('ERR_DEADLINE', `Unit ${unit.work.id} ran past its ${this.#deadlineMs} ms deadline`);
+    if (unit.kill !== null) unit.kill.abort(error);
+    else raise(unit.flag, DEADLINE);
+    this.#report(unit, 'deadline', error, undefined);
+  }
+
+  /** The worker stopped running the unit: report it unless that happened already, give back the grant. */
+  #onRunEnded(unit: Unit, reply: WorkerReply | null, rejection: unknown): void {
+    if (unit.timer !== null) clearTimeout(unit.timer);
+    unit.timer = null;
+    if (unit.reported) {
+      // Past its deadline, or terminated by a forced close already reported.
+      // A worker we killed ending is no news; anything else is a late result.
+      if (!(unit.kill?.signal.aborted ?? false) && !this.#forcing) this.#stats.stale++;
+    } else if (reply !== null && reply.ok) {
+      this.#stats.succeeded++;
+      this.#report(unit, 'succeeded', null, reply.value);
+    } else if (reply !== null) {
+      this.#stats.failed++;
+      const cause = revive(reply.error);
+      this.#report(unit, 'failed', new WaitprepError('ERR_PREPARE_FAILED', `prepare() failed for unit ${unit.work.id}: ${cause.message}`, { cause }), undefined);
+    } else if (this.#forcing) {
+      this.#stats.closed++;
+      this.#report(unit, 'closed', new WaitprepError('ERR_CLOSED', `The driver was closed with force while unit ${unit.work.id} ran`, { cause: rejection }), undefined);
+    } else {
+      this.#stats.crashed++;
+      const message = rejection instanceof Error ? rejection.message : describe(rejection);
+      this.#report(unit, 'crashed', new WaitprepError('ERR_WORKER_CRASHED', `The worker running unit ${unit.work.id} failed before reporting: ${message}`, { cause: rejection }), undefined);
+    }
+    this.#stats.running--;
+    this.#release(unit.grant);
+    if (this.#stats.running === 0) {
+      const waiters = this.#idleWaiters;
+      this.#idleWaiters = [];
+      for (const resolve of waiters) resolve();
+    }
+    this.poke();
+  }
+
+  /** Completes the unit on the coordinator, once, and tells `onSettled`. */
+  #report(unit: Unit, result: PreparationResult, error: WaitprepError | null, value: unknown): void {
+    unit.reported = true;
+    unit.work.signal.removeEventListener('abort', unit.onAbort);
+    if (this.#current === unit) this.#current = null;
+    const completion = this.#coordinator.complete(unit.work, error === null ? { ok: true } : { ok: false, error });
+    if (completion === 'stale') this.#stats.stale++;
+    const thread = Atomics.load(unit.flag, THREAD);
+    if (this.#onSettled !== null) {
+      const report: PreparationReport = Object.freeze({ work: unit.work, result, error, value, completion, threadId: thread === 0 ? null : thread });
+      try {
+        this.#onSettled(report);
+      } catch (e) {
+        throwLater(e);
+      }
+    }
+    this.poke();
+  }
+
+  #release(grant: ResourceGrant): void {
+    try {
+      this.#grants.release(grant);
+    } catch (error) {
+      throwLater(error);
+    }
+  }
+}
+
+/**
+ * @internal The worker side, run by piscina in a worker thread: loads the
+ * user's module, bridges the shared flag to an AbortSignal, runs `prepare`.
+ * A `prepare` that throws is an answer (`ok: false`); a module that cannot be
+ * loaded, or does not export a function, rejects: the unit counts as crashed.
+ */
+export async function runPreparation(envelope: Envelope): Promise<WorkerReply> {
+  const { module, flag, task } = envelope;
+  Atomics.store(flag, THREAD, threadId);
+  const prepare = await loadPrepare(module);
+  // Asked to stop before it started (it waited in the pool's queue): the first safe boundary is now.
+  if (Atomics.load(flag, STATE) !== RUNNING) return { ok: false, error: remoteError(stopReason(Atomics.load(flag, STATE), task.id)) };
+  const controller = new AbortController();
+  /** Fires the signal once the flag is set; true when it is. */
+  const fire = (): boolean => {
+    const state = Atomics.load(flag, STATE);
+    if (state === RUNNING) return false;
+    if (!controller.signal.aborted) controller.abort(stopReason(state, task.id));
+    return true;
+  };
+  // aborted() fires the signal itself, so `aborted() === true` implies `signal.aborted`
+  // even before the waitAsync below has had an event-loop turn to notice.
+  const aborted = fire;
+  const waiting = (Atomics as unknown as AtomicsWaitAsync).waitAsync(flag, STATE, RUNNING);
+  if (waiting.async) void waiting.value.then(fire);
+  else fire();
+  try {
+    const value: unknown = await prepare(task, Object.freeze({ signal: controller.signal, aborted }));
+    if (value !== undefined && value !== null && (typeof value === 'object' || typeof value === 'function')) {
+      try {
+        structuredClone(value);
+      } catch (error) {
+        return { ok: false, error: remoteError(new TypeError(`prepare() resolved to a value that cannot cross threads: ${(error as Error).message}`)) };
+      }
+    }
+    return { ok: true, value };
+  } catch (error) {
+    return { ok: false, error: remoteError(error) };
+  } finally {
+    // Wake our own waitAsync so no waiter outlives the unit; it sees RUNNING (or a late stop) and is done.
+    Atomics.notify(flag, STATE);
+  }
+}
+
+interface AtomicsWaitAsync {
+  waitAsync(array: Int32Array, index: number, value: number): { async: false; value: string } | { async: true; value: Promise<string> };
+}
+
+type PrepareFunction = (task: PreparationTask, context: PrepareContext) => unknown;
+const loaded = new Map<string, Promise<PrepareFunction>>();
+
+function loadPrepare(module: string): Promise<PrepareFunction> {
+  let prepare = loaded.get(module);
+  if (prepare === undefined) {
+    prepare = import(module).then((namespace: { default?: unknown }) => {
+      if (typeof namespace.default !== 'function') {
+        throw new TypeError(`Expected ${module} to export a default function prepare(task, { signal, aborted }), got ${describe(namespace.default)}`);
+      }
+      return namespace.default as PrepareFunction;
+    });
+    loaded.set(module, prepare);
+  }
+  return prepare;
+}
+
+function stopReason(state: number, id: string): DOMException {
+  return state === DEADLINE
+    ? new DOMException(`Unit ${id} ran past its deadline; stop at a safe boundary`, 'TimeoutError')
+    : new DOMException(`Every consumer of unit ${id} left; stop at a safe boundary`, 'AbortError');
+}
+
+function remoteError(error: unknown): RemoteError {
+  try {
+    if (isObject(error) && typeof error.message === 'string') {
+      const out: RemoteError = { name: typeof error.name === 'string' ? error.name : 'Error', message: error.message };
+      if (typeof error.stack === 'string') out.stack = error.stack;
+      if (typeof error.code === 'string') out.code = error.code;
+      return out;
+    }
+    return { name: 'Error', message: `prepare() threw a non-error: ${describe(error)}` };
+  } catch {
+    return { name: 'Error', message: 'prepare() threw something that could not be described' };
+  }
+}
+
+function revive(remote: RemoteError): Error & { code?: string } {
+  const error: Error & { code?: string } = new Error(remote.message);
+  error.name = remote.name;
+  if (remote.stack !== undefined) error.stack = remote.stack;
+  if (remote.code !== undefined) error.code = remote.code;
+  return error;
+}
+
+/** Asks the worker to stop: the first reason sticks. */
+function raise(flag: Int32Array, state: number): void {
+  if (Atomics.compareExchange(flag, STATE, RUNNING, state) === RUNNING) Atomics.notify(flag, STATE);
+}
+
+/** Plain data of a unit for the worker: everything `artifactKey()` needs, and no class instances. */
+function taskOf(work: IssuedWorkTicket): PreparationTask {
+  const { key, target } = work;
+  const source = key.source;
+  return {
+    id: work.id,
+    keyHex: key.hex,
+    key: {
+      source: {
+        snapshotKind: source.snapshotKind,
+        runtime: source.runtime,
+        model: source.model,
+        adapter: source.adapter,
+        profile: source.profile,
+        positionPolicy: source.positionPolicy,
+        task: source.task,
+        namespace: source.namespace,
+        tokenLayout: key.tokenLayout(),
+        extra: { ...source.extra },
+      },
+      sourcePageGeneration: key.sourcePageGeneration,
+      codec: key.codec,
+      codecConfig: key.codecConfig,
+      representationVersion: key.representationVersion,
+    },
+    readiness: work.readiness,
+    target: target === null ? null : { device: target.device, arena: BigInt(target.arena), arenaGeneration: BigInt(target.arenaGeneration) },
+    grant: { worker: work.grant.worker, grant: work.grant.grant },
+  };
+}
+
+function moduleUrl(worker: unknown): string {
+  if (!isObject(worker)) throw invalidArgument('worker', 'an object { filename, … }', worker);
+  for (const name of Object.keys(worker)) {
+    if (!WORKER_OPTION_NAMES.has(name)) throw invalidArgument(`worker.${name}`, `not set (unknown option; known: ${[...WORKER_OPTION_NAMES].join(', ')})`, worker[name]);
+  }
+  const { filename } = worker;
+  if (filename instanceof URL) {
+    if (filename.protocol !== 'file:') throw invalidArgument('worker.filename', 'an absolute path or a file: URL', filename.href);
+    return filename.href;
+  }
+  if (typeof filename === 'string' && filename.startsWith('file:')) return new URL(filename).href;
+  if (typeof filename !== 'string' || !isAbsolute(filename)) throw invalidArgument('worker.filename', 'an absolute path or a file: URL', filename);
+  return pathToFileURL(filename).href;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+/** Surfaces an error from a callback we cannot return it to: a grant source or `onSettled` that throws is a bug. */
+function throwLater(error: unknown): void {
+  queueMicrotask(() => {
+    throw error;
+  });
+}
