@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// waitprep command line. `waitprep demo` (what `npm start` runs) is, for now, a
-// small scripted demo of the coordinator over the in-memory backend; the
-// end-to-end demo with the lease table and a storage-worker process replaces
-// it in a later issue.
-import { demo } from './demo.js';
+// waitprep command line. `waitprep demo` (what `npm start` runs) is the end-to-end demo: an
+// agent trace replayed through the coordinator, a preparation driver and a storage-worker
+// process publishing into a lease table (bin/demo.js); `demo --scripted` is the earlier
+// scripted sequence.
+import { demo, DEMO_USAGE } from './demo.js';
 import { inspect, reap } from './inspect.js';
 
 const [command = 'help', ...rest] = process.argv.slice(2);
@@ -16,7 +16,10 @@ const commands = {
     console.log(`usage: waitprep <command>
 
 commands:
-  demo [--json]             a scripted run of waits, dedup, preparation, wakes and misses
+  demo [options]            replay an agent trace through the coordinator, a preparation
+                            driver and a storage-worker process that publishes into a lease
+                            table; ends with a summary (\`waitprep demo --help\` for options)
+  demo --scripted [--json]  the earlier scripted run of waits, dedup, preparation, wakes, misses
   inspect <table> [--json]  a native lease table's slots, pin holders, clients (alive or dead)
                             and producer; this inspector's own client entry is left out
   reap <table> [--json]     release the pins and entries of dead clients (and a dead

@@ -1,16 +1,20 @@
-// `npm start` runs `waitprep demo`; its JSON summary must be internally consistent.
-import { execFileSync } from 'node:child_process';
+// `npm start` runs `waitprep demo`: the end-to-end demo (trace replay, coordinator, driver, storage
+// worker process, lease table). `demo --scripted` keeps the earlier scripted sequence. Both print
+// a JSON summary with --json that must be internally consistent. Needs the built dist/.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { implementation } from '../lib/index.js';
 
 const bin = join(import.meta.dirname, '..', 'bin', 'waitprep.js');
+const sum = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
 
-describe('waitprep demo', () => {
+describe('waitprep demo --scripted', () => {
   it('ends with a consistent summary', () => {
-    const summary = JSON.parse(execFileSync(process.execPath, [bin, 'demo', '--json'], { encoding: 'utf8' }));
+    const summary = JSON.parse(execFileSync(process.execPath, [bin, 'demo', '--scripted', '--json'], { encoding: 'utf8' }));
     const { stats } = summary;
-    const misses = Object.values(stats.misses as Record<string, number>).reduce((a, b) => a + b, 0);
-    expect(stats.hits + misses).toBe(stats.wakes);
+    expect(stats.hits + sum(stats.misses)).toBe(stats.wakes);
     expect(stats.completed + stats.failed).toBe(stats.issued);
     expect(stats.hits).toBeGreaterThan(0);
     expect(stats.joins).toBeGreaterThan(0);
@@ -19,7 +23,69 @@ describe('waitprep demo', () => {
     expect(summary.drained).toBe(true);
     expect(['native', 'js']).toContain(summary.implementation);
   });
+});
 
+describe('waitprep demo (end to end)', () => {
+  it('replays a short trace and ends with a consistent JSON summary, nothing else on stdout', () => {
+    const stdout = execFileSync(process.execPath, [bin, 'demo', '--seconds', '3', '--json'], { encoding: 'utf8', timeout: 60_000 });
+    const summary = JSON.parse(stdout);
+    const { stats, preparation } = summary;
+    expect(['native', 'js']).toContain(summary.implementation);
+    expect(summary.implementation).toBe(implementation);
+    expect(summary.storage.mode).toBe(implementation === 'native' ? 'child-process' : 'in-process');
+    expect(stats.waits).toBeGreaterThan(0);
+    expect(stats.hits + sum(stats.misses)).toBe(stats.wakes);
+    expect(stats.completed + stats.failed).toBeLessThanOrEqual(stats.issued);
+    expect(summary.wakeLatencyNs.count).toBe(stats.wakes);
+    expect(summary.wakeLatencyNs.p50).toBeLessThanOrEqual(summary.wakeLatencyNs.p99);
+    expect(summary.drained).toBe(true);
+    // Every unit the driver reported as succeeded was published by (or already resident at) the storage worker.
+    expect(preparation.driver.succeeded).toBe(stats.completed);
+    expect(preparation.storage.prepared + preparation.storage.alreadyReady).toBeGreaterThanOrEqual(stats.completed);
+    expect(preparation.storage.usedBytes).toBeLessThanOrEqual(preparation.storage.budgetBytes);
+  });
+
+  it('exits non-zero with a clear message when the storage worker dies mid-run', () => {
+    const result = spawnSync(process.execPath, [bin, 'demo', '--seconds', '5', '--storage-exit-after', '2', '--json'], { encoding: 'utf8', timeout: 60_000 });
+    expect(result.signal).toBeNull(); // it ended by itself, not by the timeout
+    expect(result.status).not.toBe(0);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/storage worker/);
+    if (implementation === 'native') expect(result.stderr).toMatch(/storage worker process \(pid \d+\) exited unexpectedly \(code 3\)/);
+  });
+
+  it('serves Prometheus metrics on 127.0.0.1 while it runs', async () => {
+    const child = spawn(process.execPath, [bin, 'demo', '--metrics-port', '0', '--seconds', '3', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = once(child, 'exit');
+    let stderr = '';
+    let stdout = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    const port = await new Promise<number>((resolve, reject) => {
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+        stderr += chunk;
+        const match = /metrics: http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(stderr);
+        if (match) resolve(Number(match[1]));
+      });
+      child.once('exit', () => reject(new Error(`demo exited before printing its metrics port: ${stderr}`)));
+    });
+    const response = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    expect(text).toContain('waitprep_waits_total');
+    expect(text).toContain('waitprep_table_slots');
+    const [code] = await exited;
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout).stats.waits).toBeGreaterThan(0);
+  });
+
+  it('rejects an unknown option with exit code 2', () => {
+    const result = spawnSync(process.execPath, [bin, 'demo', '--no-such-option'], { encoding: 'utf8' });
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/unknown option/);
+  });
+});
+
+describe('waitprep', () => {
   it('rejects an unknown command with exit code 2', () => {
     let status = 0;
     try {

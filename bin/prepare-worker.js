@@ -1,0 +1,46 @@
+// The demo's preparation worker module, run by PreparationDriver in a piscina worker thread.
+//
+// A worker thread cannot use the parent process's IPC channel to the storage worker child, so
+// prepare() forwards the unit over a Unix socket the storage worker listens on (the path comes in
+// the WAITPREP_DEMO_SOCKET environment variable, set through the pool's `env`): one connection per
+// unit, one JSON line out ({ id, keyHex, key }), one JSON line back ({ ok, sizeBytes } or
+// { ok: false, error }). It resolves when the storage worker has published, and throws when it
+// refused or the connection closed without a reply (a dead storage worker). A unit whose
+// consumers all left before it was sent is not sent (the driver's abort); once sent, the storage
+// worker finishes it (preparation there is short and has no safe boundary of its own).
+import { connect } from 'node:net';
+import { encodeKeyFields } from './storage-worker.js';
+
+export default async function prepare(task, { signal }) {
+  signal.throwIfAborted();
+  const socketPath = process.env.WAITPREP_DEMO_SOCKET;
+  if (!socketPath) throw new Error('WAITPREP_DEMO_SOCKET is not set');
+  const request = JSON.stringify({ id: task.id, keyHex: task.keyHex, key: encodeKeyFields(task.key) }) + '\n';
+  const reply = await new Promise((resolve, reject) => {
+    const socket = connect(socketPath);
+    let buffered = '';
+    let done = false;
+    socket.setEncoding('utf8');
+    socket.on('connect', () => socket.write(request));
+    socket.on('data', (chunk) => {
+      buffered += chunk;
+      const newline = buffered.indexOf('\n');
+      if (newline < 0) return;
+      done = true;
+      socket.end();
+      try {
+        resolve(JSON.parse(buffered.slice(0, newline)));
+      } catch (error) {
+        reject(error);
+      }
+    });
+    socket.on('error', (error) => {
+      if (!done) reject(new Error(`storage worker unreachable: ${error.message}`));
+    });
+    socket.on('close', () => {
+      if (!done) reject(new Error('storage worker closed the connection without replying'));
+    });
+  });
+  if (!reply.ok) throw new Error(`storage worker refused ${task.keyHex.slice(0, 12)}: ${reply.error}`);
+  return { sizeBytes: reply.sizeBytes, alreadyReady: reply.alreadyReady === true };
+}

@@ -1,0 +1,167 @@
+// The demo's storage worker (bin/storage-worker.js): the lease table's single producer in its own
+// process. Budget eviction skips pinned artifacts (LRU among the rest), and the metadata it
+// publishes matches the bytes in its arena. Needs the built dist/ (the worker imports it).
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
+// @ts-ignore -- plain JavaScript module without type declarations
+import { arenaFile, checksumOf, syntheticSource, validateSafetensors } from '../bin/storage-worker.js';
+
+const WORKER = join(import.meta.dirname, '..', 'bin', 'storage-worker.js');
+const TOKENS = 4_000;
+
+/** Key fields as the worker's protocol carries them (bigints as strings), and the key they make. */
+function keyOf(i: number): { key: ArtifactKey; fields: Record<string, unknown> } {
+  const tokenLayout = Array.from({ length: TOKENS }, (_, t) => (t * 31 + i * 7) % 128_000);
+  const source = { snapshotKind: 'kv-page', runtime: 'test', model: 'test-model', adapter: 'none', profile: 'bf16', positionPolicy: 'absolute', task: `t${i}`, namespace: 'storage-worker-test', tokenLayout, extra: {} };
+  const key = artifactKey({ source, sourcePageGeneration: 0, codec: 'none', codecConfig: 'none', representationVersion: 1 });
+  return { key, fields: { source, sourcePageGeneration: '0', codec: 'none', codecConfig: 'none', representationVersion: '1' } };
+}
+
+describe('synthetic safetensors source', () => {
+  it('validates its own geometry and rejects a tensor whose shape disagrees with its offsets', () => {
+    const source: Buffer = syntheticSource('ab'.repeat(32), TOKENS);
+    expect(validateSafetensors(source).tensors).toBe(4);
+    const headerLength = Number(source.readBigUInt64LE(0));
+    const header = JSON.parse(source.subarray(8, 8 + headerLength).toString('utf8'));
+    header['layers.0.k'].shape = [1, 64];
+    const json = Buffer.from(JSON.stringify(header));
+    const bad = Buffer.alloc(8 + json.length + source.length - 8 - headerLength);
+    bad.writeBigUInt64LE(BigInt(json.length), 0);
+    json.copy(bad, 8);
+    source.copy(bad, 8 + json.length, 8 + headerLength);
+    expect(() => validateSafetensors(bad)).toThrow(/shape needs/);
+    expect(() => validateSafetensors(source.subarray(0, 4))).toThrow(/header length/);
+  });
+});
+
+describe.runIf(implementation === 'native')('storage worker process (native lease table)', () => {
+  let child: ChildProcess | null = null;
+  let table: LeaseTable | null = null;
+  let name = '';
+
+  afterEach(async () => {
+    table?.close();
+    table = null;
+    if (child !== null && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+    }
+    child = null;
+    try {
+      unlinkLeaseTable(name);
+    } catch {
+      // gone already
+    }
+    if (name !== '') rmSync(`/dev/shm/${name}-arena`, { recursive: true, force: true });
+  });
+
+  async function start(budgetBytes: number): Promise<{ arena: string; send: (message: object) => Promise<any> }> {
+    name = `wp-storage-test-${process.pid}-${Date.now()}`;
+    const arena = `/dev/shm/${name}-arena`;
+    const proc = fork(WORKER, ['--table', name, '--arena', arena, '--budget', String(budgetBytes), '--capacity', '256'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    child = proc;
+    const [ready] = await once(proc, 'message');
+    expect(ready).toMatchObject({ type: 'ready', implementation: 'native' });
+    let next = 0;
+    const send = (message: object): Promise<any> => {
+      const id = `r${next++}`;
+      return new Promise((resolve) => {
+        const onMessage = (reply: any): void => {
+          if (reply?.id === id || (reply?.type === 'stats' && (message as { type: string }).type === 'stats')) {
+            proc.off('message', onMessage);
+            resolve(reply);
+          }
+        };
+        proc.on('message', onMessage);
+        proc.send({ ...message, id });
+      });
+    };
+    return { arena, send };
+  }
+
+  const prepare = (send: (m: object) => Promise<any>, k: { key: ArtifactKey; fields: object }): Promise<any> =>
+    send({ type: 'prepare', keyHex: k.key.hex, key: k.fields });
+
+  it('evicts LRU unpinned artifacts under its budget, never a pinned one, and refuses when only pinned ones are left', async () => {
+    const size = syntheticSource('00'.repeat(32), TOKENS).length;
+    const { arena, send } = await start(Math.floor(3.5 * size));
+    table = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
+    const keys = [0, 1, 2, 3, 4, 5].map(keyOf);
+    for (const k of keys.slice(0, 3)) expect(await prepare(send, k)).toMatchObject({ ok: true, sizeBytes: size });
+
+    // Pin the oldest from this process, then push the worker over budget twice.
+    const pinned = table.tryPin(keys[0]!.key);
+    expect(pinned.kind).toBe('lease');
+    // Note where k1 lives, and release that pin at once so k1 stays evictable.
+    const k1 = table.tryPin(keys[1]!.key);
+    if (k1.kind !== 'lease') throw new Error(`expected a hit on k1, got ${k1.reason}`);
+    const k1Location = (k1.meta as { location: number | bigint }).location;
+    k1.close();
+    expect(await prepare(send, keys[3]!)).toMatchObject({ ok: true });
+    expect(await prepare(send, keys[4]!)).toMatchObject({ ok: true });
+
+    // k0 is still READY and pinned by us; k1 and k2 (the least recently used unpinned) are gone.
+    const slots = table.inspect().slots;
+    const slot0 = slots.find((slot) => slot.digestHex === keys[0]!.key.hex);
+    expect(slot0?.state).toBe('ready');
+    expect(slot0?.pinHolders).toContain(table.clientIndex);
+    expect(table.tryPin(keys[1]!.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
+    expect(table.tryPin(keys[2]!.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
+    expect(existsSync(arenaFile(arena, Number(k1Location)))).toBe(false);
+    const stats = (await send({ type: 'stats' })).stats;
+    expect(stats.evicted).toBe(2);
+    expect(stats.pinnedSkips).toBeGreaterThanOrEqual(2);
+    expect(stats.usedBytes).toBeLessThanOrEqual(Math.floor(3.5 * size));
+
+    // Pin everything resident: the next artifact cannot fit, so it is refused and left absent.
+    const more = [keys[3]!, keys[4]!].map((k) => table!.tryPin(k.key));
+    expect(more.every((lease) => lease.kind === 'lease')).toBe(true);
+    const refused = await prepare(send, keys[5]!);
+    expect(refused.ok).toBe(false);
+    expect(refused.error).toMatch(/over budget/);
+    expect(table.tryPin(keys[5]!.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
+    expect(table.inspect().slots.find((slot) => slot.digestHex === keys[0]!.key.hex)?.state).toBe('ready');
+
+    for (const lease of [pinned, ...more]) if (lease.kind === 'lease') lease.close();
+    // Unpinned now: the next one fits again by evicting.
+    expect(await prepare(send, keys[5]!)).toMatchObject({ ok: true });
+  });
+
+  it('publishes metadata that matches the arena file: size, checksum, codec none', async () => {
+    const { arena, send } = await start(64 << 20);
+    table = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
+    for (const i of [10, 11, 12]) {
+      const k = keyOf(i);
+      const reply = await prepare(send, k);
+      expect(reply.ok).toBe(true);
+      const lease = table.tryPin(k.key);
+      if (lease.kind !== 'lease') throw new Error(`expected a hit, got ${lease.reason}`);
+      const meta = lease.meta as { sizeBytes: number | bigint; location: number | bigint; checksum: number | bigint; codecId: number; representationVersion: number };
+      const bytes = readFileSync(arenaFile(arena, Number(meta.location)));
+      expect(BigInt(meta.checksum)).toBe(checksumOf(bytes));
+      expect(Number(meta.sizeBytes)).toBe(bytes.length);
+      expect(meta.codecId).toBe(0);
+      expect(meta.representationVersion).toBe(1);
+      // The bytes are the deterministic source, validated: nothing was compressed.
+      expect(bytes.equals(syntheticSource(k.key.hex, TOKENS))).toBe(true);
+      expect(validateSafetensors(bytes).tensors).toBe(4);
+      lease.close();
+    }
+    // A key whose fields do not hash to the hex it names is refused.
+    const k = keyOf(13);
+    expect(await send({ type: 'prepare', keyHex: '0'.repeat(64), key: k.fields })).toMatchObject({ ok: false });
+
+    // 'exit' removes the arena and the table, exit code 0.
+    const proc = child!;
+    const exited = once(proc, 'exit');
+    proc.send({ type: 'exit' });
+    const [code] = await exited;
+    expect(code).toBe(0);
+    expect(existsSync(arena)).toBe(false);
+    expect(existsSync(`/dev/shm/${name}`)).toBe(false);
+  });
+});
