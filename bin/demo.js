@@ -61,14 +61,22 @@ export const DEMO_USAGE = `usage: waitprep demo [options]
                          (0: an ephemeral port; the URL is printed to stderr)
   --json                 print one JSON summary object on stdout, nothing else
   --scripted             the earlier scripted demo (in-process stand-in worker), with --json
-  --storage-exit-after N testing: the storage worker exits (code 3) at request N+1`;
+  --storage-exit-after N testing: the storage worker exits (code 3) at request N+1
+  --compare              replay the same trace under three policies (no-preparation, fifo-dedup,
+                         fifo-no-dedup) and print a table, or one JSON object with --json
+                         (bin/compare.js; not with --metrics-port or --storage-exit-after)
+  --miss-cost-ms M       with --compare: the STAND-IN cost of a miss's original path (default 50)`;
 
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
 function parseArgs(args) {
   const options = {
     agents: 24, seconds: 8, seed: 42, trace: null, timeScale: 1, budgetMb: 8, implementation: 'auto',
-    metricsPort: null, json: false, storageExitAfter: null,
+    metricsPort: null, json: false, storageExitAfter: null, compare: false, missCostMs: 50,
+    // Set by bin/compare.js, not by flags: `keyMode` 'shared' (the normal path) or 'per-wait'
+    // (fifo-no-dedup: each wait's key spec gets a namespace unique to its agent and generation),
+    // and `runLabel`, a suffix that keeps several runs' table, arena and socket names apart.
+    keyMode: 'shared', runLabel: null,
   };
   const numeric = {
     '--agents': ['agents', (v) => Number.isSafeInteger(v) && v >= 1],
@@ -78,10 +86,12 @@ function parseArgs(args) {
     '--budget-mb': ['budgetMb', (v) => Number.isFinite(v) && v > 0],
     '--metrics-port': ['metricsPort', (v) => Number.isSafeInteger(v) && v >= 0 && v <= 65535],
     '--storage-exit-after': ['storageExitAfter', (v) => Number.isSafeInteger(v) && v >= 0],
+    '--miss-cost-ms': ['missCostMs', (v) => Number.isFinite(v) && v >= 0],
   };
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (arg === '--json') options.json = true;
+    else if (arg === '--compare') options.compare = true;
     else if (arg in numeric) {
       const [field, ok] = numeric[arg];
       const value = Number(args[++i]);
@@ -96,10 +106,17 @@ function parseArgs(args) {
       options.implementation = value;
     } else throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
   }
+  if (options.compare && options.metricsPort !== null) throw new UsageError('--compare does not serve metrics (--metrics-port)');
+  if (options.compare && options.storageExitAfter !== null) throw new UsageError('--compare does not take --storage-exit-after');
   return options;
 }
 
-function percentile(sorted, p) {
+/** fifo-no-dedup: the wait's key spec with `/no-dedup/<agent>#<generation>` appended to its namespace. */
+export function perWaitSpec(event) {
+  return { ...event.key, namespace: `${event.key.namespace}/no-dedup/${event.agent}#${event.generation}` };
+}
+
+export function percentile(sorted, p) {
   if (sorted.length === 0) return 0;
   return Number(sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]);
 }
@@ -118,6 +135,10 @@ export async function demo(args) {
     console.error(`waitprep demo: ${error.message}\n\n${DEMO_USAGE}`);
     process.exit(2);
   }
+  if (options.compare) {
+    const { compareDemo } = await import('./compare.js');
+    return compareDemo(options);
+  }
   const run = new DemoRun(options);
   try {
     const summary = await run.run();
@@ -128,12 +149,15 @@ export async function demo(args) {
   }
 }
 
-class DemoRun {
+export class DemoRun {
   constructor(options) {
     this.options = options;
-    this.tableName = `waitprep-demo-${process.pid}`;
-    this.arenaDir = `/dev/shm/waitprep-demo-${process.pid}-arena`;
-    this.socketPath = join(tmpdir(), `waitprep-demo-${process.pid}.sock`);
+    const id = options.runLabel ? `${process.pid}-${options.runLabel}` : `${process.pid}`;
+    this.tableName = `waitprep-demo-${id}`;
+    this.arenaDir = `/dev/shm/waitprep-demo-${id}-arena`;
+    this.socketPath = join(tmpdir(), `waitprep-demo-${id}.sock`);
+    /** The onWake time (hrtime ns, bigint) of each wake that was a hit; read by bin/compare.js. */
+    this.hitLatenciesNs = [];
     this.child = null;
     this.childExpectedExit = false;
     this.inProcess = null; // { producer, storage, server } on the JavaScript fallback
@@ -152,6 +176,7 @@ class DemoRun {
       throw new Error(`--implementation native was asked for, but the addon is not loaded (${implementationReason})`);
     }
     const events = this.loadEvents();
+    this.events = events;
     const summaryOfTrace = traceSummary(events);
     // Keys are built once, before the clock starts (a spec expands to ~15k+ tokens and one SHA-256).
     const keyCache = new Map();
@@ -161,7 +186,8 @@ class DemoRun {
       if (key === undefined) keyCache.set(id, (key = keyFromSpec(spec)));
       return key;
     };
-    for (const event of events) if (event.event === 'wait') keyOf(event.key);
+    const specOf = options.keyMode === 'per-wait' ? perWaitSpec : (event) => event.key;
+    for (const event of events) if (event.event === 'wait') keyOf(specOf(event));
 
     const budgetBytes = Math.floor(options.budgetMb * 1024 * 1024);
     rmSync(this.socketPath, { force: true });
@@ -222,7 +248,7 @@ class DemoRun {
       if (this.failed) return new Promise(() => {}); // fail() exits the process
       const id = `${event.agent}#${event.generation}`;
       if (event.event === 'wait') {
-        const admission = coordinator.onWait({ engine: 'engine-0', request: event.agent, generation: event.generation }, keyOf(event.key));
+        const admission = coordinator.onWait({ engine: 'engine-0', request: event.agent, generation: event.generation }, keyOf(specOf(event)));
         if (admission.ticket !== undefined) tickets.set(id, admission.ticket);
         driver.poke();
       } else if (event.event === 'wake') {
@@ -234,8 +260,10 @@ class DemoRun {
         }
         const t0 = process.hrtime.bigint();
         const result = coordinator.onWake(ticket);
-        latencies.push(process.hrtime.bigint() - t0);
+        const took = process.hrtime.bigint() - t0;
+        latencies.push(took);
         if (result.kind === 'hit') {
+          this.hitLatenciesNs.push(took);
           leasesOpen++;
           result.lease.close();
           leasesOpen--;

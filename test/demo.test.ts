@@ -78,6 +78,27 @@ describe('waitprep demo (end to end)', () => {
     expect(JSON.parse(stdout).stats.waits).toBeGreaterThan(0);
   });
 
+  it('--compare replays one trace under no-preparation, fifo-dedup and fifo-no-dedup', () => {
+    const stdout = execFileSync(process.execPath, [bin, 'demo', '--compare', '--seconds', '3', '--json'], { encoding: 'utf8', timeout: 90_000 });
+    const out = JSON.parse(stdout);
+    expect(out.standIn).toBe(true);
+    expect(out.missCostMs).toBe(50);
+    expect(out.trace.seconds).toBe(3);
+    const byName = Object.fromEntries(out.policies.map((p: { name: string }) => [p.name, p]));
+    expect(Object.keys(byName).sort()).toEqual(['fifo-dedup', 'fifo-no-dedup', 'no-preparation']);
+    expect(byName['no-preparation'].hits).toBe(0);
+    expect(byName['no-preparation'].unitsPrepared).toBe(0);
+    expect(byName['no-preparation'].bytesPrepared).toBe(0);
+    expect(byName['fifo-no-dedup'].unitsPrepared).toBeGreaterThanOrEqual(byName['fifo-dedup'].unitsPrepared);
+    for (const p of out.policies) {
+      expect(p.wakes).toBe(out.trace.summary.wakes);
+      expect(p.waits).toBe(out.trace.summary.waits);
+      expect(p.hits + sum(p.misses)).toBe(p.wakes);
+      expect(p.wakeLatencyMs.count).toBe(p.wakes);
+      expect(p.wakeLatencyMs.p95).toBeGreaterThanOrEqual(p.wakeLatencyMs.p50);
+    }
+  });
+
   it('rejects an unknown option with exit code 2', () => {
     const result = spawnSync(process.execPath, [bin, 'demo', '--no-such-option'], { encoding: 'utf8' });
     expect(result.status).toBe(2);
