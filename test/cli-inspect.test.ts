@@ -3,65 +3,20 @@
 // (exit 1), reap releases it (exit 0), and inspect is healthy again; a dead producer likewise;
 // a missing table is exit 3, a corrupt or other-ABI segment exit 4, bad usage exit 2, no addon
 // exit 5. The CLI imports ../dist/index.js: run `npm run build` first.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
+import { artifactKey, implementation } from '../lib/index.js';
 import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
+import { leaseHolders, type Holder } from './lease-holders.js';
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'waitprep.js');
-const HOLDER = join(import.meta.dirname, 'fixtures', 'lease-holder.mjs');
 const KEY_A = artifactKey(keyFields(0));
 const KEY_B = artifactKey(keyFields(1));
-
-interface Holder {
-  child: ChildProcess;
-  pid: number;
-  message: Promise<Record<string, unknown>>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-const children: Holder[] = [];
-const tables: LeaseTable[] = [];
-const names: string[] = [];
+const { tableName, open, startHolder, cleanup } = leaseHolders('wp-cli');
+/** Files written by hand into /dev/shm, removed after each test. */
 const files: string[] = [];
-
-function tableName(): string {
-  const name = `wp-cli-${process.pid}-${randomBytes(4).toString('hex')}`;
-  names.push(name);
-  return name;
-}
-
-function open(options: Parameters<typeof openLeaseTable>[0]): LeaseTable {
-  const table = openLeaseTable({ implementation: 'native', ...options });
-  tables.push(table);
-  return table;
-}
-
-/** A lease-holder child: as a consumer it pins key `keyIndex` twice, as a producer it reserves it. */
-function startHolder(name: string, role: 'consumer' | 'producer', keyIndex: number): Holder {
-  const child = spawn(process.execPath, [HOLDER, name, role, String(keyIndex)], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
-  });
-  const message = new Promise<Record<string, unknown>>((resolve, reject) => {
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk;
-      const end = stdout.indexOf('\n');
-      if (end >= 0) resolve(JSON.parse(stdout.slice(0, end)) as Record<string, unknown>);
-    });
-    void exited.then(({ code, signal }) => reject(new Error(`holder exited (${code ?? signal}) before saying anything: ${stderr}`)));
-  });
-  message.catch(() => {});
-  const holder: Holder = { child, pid: child.pid!, message, exited };
-  children.push(holder);
-  return holder;
-}
 
 /** SIGKILLs the holder and waits for it, so its /proc entry is gone. */
 async function kill(holder: Holder): Promise<void> {
@@ -89,12 +44,7 @@ function cliJson(args: string[]): { status: number | null; report: any; stderr: 
 }
 
 afterEach(async () => {
-  for (const h of children.splice(0)) {
-    if (h.child.exitCode === null && h.child.signalCode === null) h.child.kill('SIGKILL');
-    await h.exited;
-  }
-  for (const t of tables.splice(0)) t.close();
-  for (const name of names.splice(0)) unlinkLeaseTable(name);
+  await cleanup();
   for (const file of files.splice(0)) rmSync(file, { force: true });
 });
 

@@ -3,64 +3,15 @@
 // a killed producer's reservation is abandoned by the next producer, and while a producer
 // lives a second one gets ERR_WRITER_EXISTS. Fixtures: test/fixtures/lease-holder.mjs
 // (imports ../../dist/index.js: run `npm run build` first).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
+import { artifactKey, implementation, openLeaseTable, type LeaseTable } from '../lib/index.js';
 import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
+import { leaseHolders } from './lease-holders.js';
 
-const HOLDER = join(import.meta.dirname, 'fixtures', 'lease-holder.mjs');
 const KEY_A = artifactKey(keyFields(0));
 const KEY_B = artifactKey(keyFields(1));
-
-interface Holder {
-  child: ChildProcess;
-  pid: number;
-  /** The first JSON line the child printed. */
-  message: Promise<Record<string, unknown>>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  stderr: () => string;
-}
-
-const children: Holder[] = [];
-const tables: LeaseTable[] = [];
-const names: string[] = [];
-
-function tableName(): string {
-  const name = `wp-crash-${process.pid}-${randomBytes(4).toString('hex')}`;
-  names.push(name);
-  return name;
-}
-
-function open(options: Parameters<typeof openLeaseTable>[0]): LeaseTable {
-  const table = openLeaseTable({ implementation: 'native', ...options });
-  tables.push(table);
-  return table;
-}
-
-function startHolder(name: string, role: 'consumer' | 'producer', keyIndex: number): Holder {
-  const child = spawn(process.execPath, [HOLDER, name, role, String(keyIndex)], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
-  });
-  const message = new Promise<Record<string, unknown>>((resolve, reject) => {
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk;
-      const end = stdout.indexOf('\n');
-      if (end >= 0) resolve(JSON.parse(stdout.slice(0, end)) as Record<string, unknown>);
-    });
-    void exited.then(({ code, signal }) => reject(new Error(`holder exited (${code ?? signal}) before saying anything: ${stderr}`)));
-  });
-  message.catch(() => {}); // awaited by the tests; the rejection after a resolve is moot
-  const holder: Holder = { child, pid: child.pid!, message, exited, stderr: () => stderr };
-  children.push(holder);
-  return holder;
-}
+const { tableName, open, startHolder, cleanup } = leaseHolders('wp-crash');
 
 /** State letter of /proc/<pid>/stat ('R', 'S', 'Z', …), or null when there is no such process. */
 function procState(pid: number): string | null {
@@ -88,14 +39,7 @@ function pollSync<T>(probe: () => T | undefined, boundMs = 5_000): T | undefined
   return probe();
 }
 
-afterEach(async () => {
-  for (const h of children.splice(0)) {
-    if (h.child.exitCode === null && h.child.signalCode === null) h.child.kill('SIGKILL');
-    await h.exited;
-  }
-  for (const t of tables.splice(0)) t.close();
-  for (const name of names.splice(0)) unlinkLeaseTable(name);
-});
+afterEach(cleanup);
 
 describe.runIf(implementation === 'native')('lease table: a SIGKILLed client (native, real processes)', () => {
   it.each(['zombie', 'waited'] as const)('reclaims the pins of a killed consumer (%s)', async (path) => {
