@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, implementation } from '../lib/index.js';
 import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
-import { leaseHolders, type Holder } from './lease-holders.js';
+import { leaseHolders, type Holder } from './children.js';
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'waitprep.js');
 const KEY_A = artifactKey(keyFields(0));

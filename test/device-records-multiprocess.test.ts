@@ -20,8 +20,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
+import { childWithResult, workerWithResult, type Running } from './children.js';
 import { artifactKey, implementation, nativeLibraryPath, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
 import { LOCATION_BASE, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 
@@ -95,10 +95,7 @@ interface PinnerResult {
   ms: number;
 }
 
-interface Pinner {
-  /** Settles once the pinner has exited and its output is complete. */
-  done: Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>;
-}
+type Pinner = Running<PinnerResult>;
 
 interface PinnerConfig {
   name: string;
@@ -115,43 +112,20 @@ afterEach(async () => {
 });
 
 function processPinner(config: PinnerConfig): Pinner {
-  const child = spawn(process.execPath, [PINNER, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const done = new Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>((resolve) => {
-    child.on('close', (code, signal) => {
-      let result: PinnerResult | null = null;
-      try {
-        result = JSON.parse(stdout.trim()) as PinnerResult;
-      } catch {
-        // reported below through `log`
-      }
-      resolve({ result, code, signal, log: `stdout: ${stdout}\nstderr: ${stderr}` });
-    });
-  });
-  cleanups.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await done;
-  });
-  return { done };
+  return tracked(childWithResult<PinnerResult>(PINNER, [JSON.stringify(config)]));
 }
 
 function workerPinner(config: PinnerConfig, buffer: SharedArrayBuffer): Pinner {
-  const worker = new Worker(PINNER, { workerData: { config, buffer } });
-  let result: PinnerResult | null = null;
-  let error = '';
-  worker.on('message', (message: PinnerResult) => (result = message));
-  worker.on('error', (e) => (error += String(e?.stack ?? e)));
-  const done = new Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>((resolve) => {
-    worker.on('exit', (code) => resolve({ result, code, signal: null, log: `error: ${error}` }));
-  });
+  return tracked(workerWithResult<PinnerResult>(PINNER, { config, buffer }));
+}
+
+/** Stops the pinner after the test if it is still running. */
+function tracked(pinner: Pinner): Pinner {
   cleanups.push(async () => {
-    await worker.terminate();
-    await done;
+    pinner.kill();
+    await pinner.done;
   });
-  return { done };
+  return pinner;
 }
 
 interface LastRecord {

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, implementation, openLeaseTable, type LeaseTable } from '../lib/index.js';
 import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
-import { leaseHolders } from './lease-holders.js';
+import { leaseHolders } from './children.js';
 
 const KEY_A = artifactKey(keyFields(0));
 const KEY_B = artifactKey(keyFields(1));

@@ -4,11 +4,10 @@
 // The pinners (test/fixtures/lease-pinner.mjs, which imports ../../dist/index.js: run
 // `npm run build` first) check every lease and count violations; a held lease whose slot the
 // producer evicted shows up as a re-pin that misses or lands on another generation.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
+import { childWithResult, workerWithResult, type Running } from './children.js';
 import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
 import { KEY_COUNT, LOCATION_BASE, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 
@@ -28,11 +27,7 @@ interface PinnerResult {
   clientIndex: number;
 }
 
-interface Pinner {
-  /** Settles once the pinner has exited and its output is complete. */
-  done: Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>;
-  kill(): void;
-}
+type Pinner = Running<PinnerResult>;
 
 const cleanups: Array<() => void | Promise<void>> = [];
 afterEach(async () => {
@@ -40,49 +35,20 @@ afterEach(async () => {
 });
 
 function processPinner(name: string, ops: number, seed: number): Pinner {
-  const child = spawn(process.execPath, [PINNER, name, String(ops), String(seed)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const done = new Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>((resolve) => {
-    child.on('close', (code, signal) => {
-      let result: PinnerResult | null = null;
-      try {
-        result = JSON.parse(stdout.trim()) as PinnerResult;
-      } catch {
-        // reported below through `log`
-      }
-      resolve({ result, code, signal, log: `stdout: ${stdout}\nstderr: ${stderr}` });
-    });
-  });
-  const pinner = {
-    done,
-    kill: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    },
-  };
-  cleanups.push(async () => {
-    pinner.kill();
-    await done;
-  });
-  return pinner;
+  return tracked(childWithResult<PinnerResult>(PINNER, [name, String(ops), String(seed)]));
 }
 
 function workerPinner(name: string, ops: number, seed: number, buffer: SharedArrayBuffer): Pinner {
-  const worker = new Worker(PINNER, { workerData: { name, ops, seed, implementation: 'js', buffer } });
-  let result: PinnerResult | null = null;
-  let error = '';
-  worker.on('message', (message: PinnerResult) => (result = message));
-  worker.on('error', (e) => (error += String(e?.stack ?? e)));
-  const done = new Promise<{ result: PinnerResult | null; code: number | null; signal: string | null; log: string }>((resolve) => {
-    worker.on('exit', (code) => resolve({ result, code, signal: null, log: `error: ${error}` }));
-  });
+  return tracked(workerWithResult<PinnerResult>(PINNER, { name, ops, seed, implementation: 'js', buffer }));
+}
+
+/** Stops the pinner after the test if it is still running. */
+function tracked(pinner: Pinner): Pinner {
   cleanups.push(async () => {
-    await worker.terminate();
-    await done;
+    pinner.kill();
+    await pinner.done;
   });
-  return { done, kill: () => void worker.terminate() };
+  return pinner;
 }
 
 /**

@@ -1,7 +1,9 @@
-// Shared by the tests that run lease-holder child processes against native tables
-// (test/lease-table-crash.test.ts, test/cli-inspect.test.ts): start a holder, track the
-// tables and children a test makes, and clean them all up after it.
+// Child processes and worker threads for the multi-process tests: lease-holder children against
+// native tables (test/lease-table-crash.test.ts, test/cli-inspect.test.ts), and pinners that
+// report one JSON result when they end (test/lease-table-multiprocess.test.ts,
+// test/device-records-multiprocess.test.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { Worker } from 'node:worker_threads';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
@@ -71,4 +73,57 @@ export function leaseHolders(prefix: string) {
       for (const name of names.splice(0)) unlinkLeaseTable(name);
     },
   };
+}
+
+/** How a pinner ended: its one JSON result (or null), exit code, signal and output for messages. */
+export interface Ended<R> {
+  result: R | null;
+  code: number | null;
+  signal: string | null;
+  log: string;
+}
+
+/** A running pinner: `done` settles when it ends; `kill` stops it at once. */
+export interface Running<R> {
+  done: Promise<Ended<R>>;
+  kill: () => void;
+}
+
+/** Runs `node script ...args`; its result is the JSON it printed on stdout. */
+export function childWithResult<R>(script: string, args: string[]): Running<R> {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const done = new Promise<Ended<R>>((resolve) => {
+    child.on('close', (code, signal) => {
+      let result: R | null = null;
+      try {
+        result = JSON.parse(stdout.trim()) as R;
+      } catch {
+        // reported through `log`
+      }
+      resolve({ result, code, signal, log: `stdout: ${stdout}\nstderr: ${stderr}` });
+    });
+  });
+  return {
+    done,
+    kill: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
+/** Runs `script` as a worker_thread; its result is the last message it posted. */
+export function workerWithResult<R>(script: string, workerData: unknown): Running<R> {
+  const worker = new Worker(script, { workerData });
+  let result: R | null = null;
+  let error = '';
+  worker.on('message', (message: R) => (result = message));
+  worker.on('error', (e) => (error += String((e as Error)?.stack ?? e)));
+  const done = new Promise<Ended<R>>((resolve) => {
+    worker.on('exit', (code) => resolve({ result, code, signal: null, log: `error: ${error}` }));
+  });
+  return { done, kill: () => void worker.terminate() };
 }
