@@ -16,7 +16,7 @@
 // fresh lease object per wake and pins nothing: the figure is the
 // coordinator's own cost, not the lease table's (bench:pin measures that).
 import { execFileSync } from 'node:child_process';
-import { cpus } from 'node:os';
+import { benchEnv, benchKey } from './common.js';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
@@ -62,14 +62,7 @@ async function main() {
     results.push({ waiting, cycle_ns: median.cycle_ns, gc_ns: median.gc_ns, harness_ns: median.harness_ns, bytes_per_waiting: median.bytes_per_waiting, cycles, runs: runs.length });
   }
   const { implementation } = await import('../dist/index.js');
-  const env = {
-    date: new Date().toISOString(),
-    cpu: cpus()[0]?.model ?? 'unknown',
-    cores: cpus().length,
-    node: process.version,
-    implementation,
-    quick,
-  };
+  const env = benchEnv({ implementation, quick });
   if (json) {
     process.stdout.write(JSON.stringify({ env, results }) + '\n');
     return;
@@ -84,26 +77,8 @@ async function main() {
 async function measure(waiting, cycles) {
   const { artifactKey, WaitCoordinator } = await import('../dist/index.js');
   const ring = waiting + RING_SPARE;
-  const base = {
-    snapshotKind: 'kv-page',
-    runtime: 'bench',
-    model: 'bench-model',
-    adapter: 'none',
-    profile: 'default',
-    positionPolicy: 'absolute',
-    task: 'bench',
-    namespace: 'bench',
-  };
   const keys = new Array(ring);
-  for (let i = 0; i < ring; i++) {
-    keys[i] = artifactKey({
-      source: { ...base, tokenLayout: [i & 0xffff, i >>> 16, 7] },
-      sourcePageGeneration: 0,
-      codec: 'none',
-      codecConfig: 'none',
-      representationVersion: 1,
-    });
-  }
+  for (let i = 0; i < ring; i++) keys[i] = benchKey(artifactKey, i);
   // As an orchestrator would, each wait names its consumer with a fresh object.
   const consumer = (i) => ({ engine: 'engine-0', request: `req-${i}`, generation: 0 });
   const tickets = new Array(ring).fill(null);

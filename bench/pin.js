@@ -38,11 +38,12 @@ import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { connect, createServer } from 'node:net';
-import { cpus, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { benchEnv, benchKey } from './common.js';
 
 const require = createRequire(import.meta.url);
 const SCRIPT = fileURLToPath(import.meta.url);
@@ -164,16 +165,12 @@ async function main(flag, option) {
     if (!impls.includes(impl)) delete versions[impl];
     else if (versions[impl] === undefined && unavailable[impl] !== undefined) versions[impl] = `skipped: ${unavailable[impl]}`;
   }
-  const env = {
-    date: new Date().toISOString(),
-    cpu: cpus()[0]?.model ?? 'unknown',
-    cores: cpus().length,
-    node: process.version,
+  const env = benchEnv({
     implementationVersions: versions,
     quick,
     clock_ns: clockCost(),
     timing: 'per-op ns = (time of a batch of ops between two process.hrtime.bigint() reads) / batch; percentiles over batches; contended rows: the worst pinner at each percentile',
-  };
+  });
   if (json) {
     process.stdout.write(JSON.stringify({ env, results, skipped }) + '\n');
     return;
@@ -302,26 +299,6 @@ async function waitprep() {
   return waitprepModule;
 }
 
-function makeKey(artifactKey, i) {
-  return artifactKey({
-    source: {
-      snapshotKind: 'kv-page',
-      runtime: 'bench',
-      model: 'bench-model',
-      adapter: 'none',
-      profile: 'default',
-      positionPolicy: 'absolute',
-      task: 'bench',
-      namespace: 'bench',
-      tokenLayout: [i & 0xffff, i >>> 16, 7],
-    },
-    sourcePageGeneration: 0,
-    codec: 'none',
-    codecConfig: 'none',
-    representationVersion: 1,
-  });
-}
-
 /** The table's home slot of a key: (first little-endian u32 of the digest * capacity) >> 32, as table.c computes it. */
 function homeSlot(key, capacity) {
   const h = Buffer.from(key.hex, 'hex').readUInt32LE(0);
@@ -332,7 +309,7 @@ function homeSlot(key, capacity) {
 function windowKeyIndexes(artifactKey) {
   const byHome = new Map();
   for (let i = WINDOW_SEARCH_FROM; ; i++) {
-    const home = homeSlot(makeKey(artifactKey, i), CAPACITY);
+    const home = homeSlot(benchKey(artifactKey, i), CAPACITY);
     const list = byHome.get(home) ?? [];
     byHome.set(home, list);
     list.push(i);
@@ -465,7 +442,7 @@ function summarize(samples, batch) {
 async function createStore(impl, kase, o, fx, sizes) {
   const { artifactKey } = await waitprep();
   const ctx = { impl, kase, ...fx, sizes, table: o.table, dir: o.dir, port: o.port };
-  const published = fx.published.map((i) => makeKey(artifactKey, i));
+  const published = fx.published.map((i) => benchKey(artifactKey, i));
 
   if (impl === 'native' || impl === 'js' || impl === 'c-floor') {
     const { openLeaseTable, unlinkLeaseTable } = await import('../dist/index.js');
@@ -479,7 +456,7 @@ async function createStore(impl, kase, o, fx, sizes) {
         slots.push(reservation.slot);
         if (fx.device && producer.recordDeviceWrite(key, { ...TARGET, writeSeq: 1 }) !== 'recorded') throw new Error('recordDeviceWrite did not record');
       }
-      if (kase === 'table-full') checkFullWindow(producer, slots, makeKey(artifactKey, fx.pinIndex));
+      if (kase === 'table-full') checkFullWindow(producer, slots, benchKey(artifactKey, fx.pinIndex));
       ctx.slot = fx.expect === 'lease' ? slots[0] : -1;
       ctx.tableImpl = implementation;
       if (impl === 'js') ctx.buffer = producer.sharedBuffer;
@@ -643,7 +620,7 @@ return n`;
  */
 async function openConsumer(ctx, local) {
   const { artifactKey } = await waitprep();
-  const key = makeKey(artifactKey, ctx.pinIndex);
+  const key = benchKey(artifactKey, ctx.pinIndex);
   const B = ctx.sizes.batch;
   const expectLease = ctx.expect === 'lease';
 

@@ -1,0 +1,35 @@
+// What the benchmarks share: the key of bench item `i`, and the machine description every
+// figure is recorded with.
+import { cpus } from 'node:os';
+
+/** The artifact key of bench item `i`: distinct for every i below 2^32, small token layout. */
+export function benchKey(artifactKey, i) {
+  return artifactKey({
+    source: {
+      snapshotKind: 'kv-page',
+      runtime: 'bench',
+      model: 'bench-model',
+      adapter: 'none',
+      profile: 'default',
+      positionPolicy: 'absolute',
+      task: 'bench',
+      namespace: 'bench',
+      tokenLayout: [i & 0xffff, i >>> 16, 7],
+    },
+    sourcePageGeneration: 0,
+    codec: 'none',
+    codecConfig: 'none',
+    representationVersion: 1,
+  });
+}
+
+/** Date, CPU, cores and Node version, plus whatever the benchmark adds. */
+export function benchEnv(extra) {
+  return {
+    date: new Date().toISOString(),
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    node: process.version,
+    ...extra,
+  };
+}
