@@ -153,9 +153,8 @@ interface Demand {
 interface WaitRecord {
   readonly index: number;
   ticket: string;
-  engine: string;
-  request: string;
-  generation: number;
+  /** The frozen copy made at onWait: handed to the backend at wake, so a wake allocates no consumer. */
+  consumer: Consumer | null;
   demand: Demand | null;
 }
 
@@ -354,7 +353,7 @@ export class WaitCoordinator {
     }
 
     const old = this.#byEngine.get(c.engine)?.get(c.request);
-    if (old !== undefined && c.generation < old.generation) return this.#reject(REJECT_STALE_GENERATION);
+    if (old !== undefined && c.generation < old.consumer!.generation) return this.#reject(REJECT_STALE_GENERATION);
 
     // Decide first, against the bounds as they would stand after the swap;
     // change nothing unless the wait is admitted.
@@ -383,9 +382,7 @@ export class WaitCoordinator {
     const record = this.#freeSlots.length > 0 ? this.#slab[this.#freeSlots.pop()!]! : this.#newRecord();
     const ticket = `${this.#prefix}${record.index.toString(36).padStart(INDEX_DIGITS, '0')}${(this.#nextTicket++).toString(36)}`;
     record.ticket = ticket;
-    record.engine = c.engine;
-    record.request = c.request;
-    record.generation = c.generation;
+    record.consumer = c;
     record.demand = demand;
     let requests = this.#byEngine.get(c.engine);
     if (requests === undefined) this.#byEngine.set(c.engine, (requests = new Map()));
@@ -497,7 +494,7 @@ export class WaitCoordinator {
       return stale;
     }
     const { key, want } = record.demand!;
-    const consumer: Consumer = Object.freeze({ engine: record.engine, request: record.request, generation: record.generation });
+    const consumer = record.consumer!;
     this.#release(record);
     let result: WakeResult;
     try {
@@ -530,7 +527,7 @@ export class WaitCoordinator {
     }
     // Read before the release clears the record.
     const message: CancelMessage | null = cancelChannel.hasSubscribers
-      ? { ticket: record.ticket, key: record.demand!.key.hex, consumer: Object.freeze({ engine: record.engine, request: record.request, generation: record.generation }) }
+      ? { ticket: record.ticket, key: record.demand!.key.hex, consumer: record.consumer! }
       : null;
     this.#release(record);
     this.#cancels++;
@@ -698,7 +695,7 @@ export class WaitCoordinator {
   }
 
   #newRecord(): WaitRecord {
-    const record: WaitRecord = { index: this.#slab.length, ticket: '', engine: '', request: '', generation: 0, demand: null };
+    const record: WaitRecord = { index: this.#slab.length, ticket: '', consumer: null, demand: null };
     this.#slab.push(record);
     return record;
   }
@@ -721,11 +718,13 @@ export class WaitCoordinator {
 
   /** The consumer leaves: its ticket goes stale, its record is freed, and it stops counting toward its unit. */
   #release(record: WaitRecord): void {
-    const requests = this.#byEngine.get(record.engine)!;
-    requests.delete(record.request);
-    if (requests.size === 0) this.#byEngine.delete(record.engine);
+    const { engine, request } = record.consumer!;
+    const requests = this.#byEngine.get(engine)!;
+    requests.delete(request);
+    if (requests.size === 0) this.#byEngine.delete(engine);
     const demand = record.demand!;
-    record.ticket = record.engine = record.request = '';
+    record.ticket = '';
+    record.consumer = null;
     record.demand = null;
     this.#freeSlots.push(record.index);
     this.#waiting--;

@@ -145,7 +145,7 @@ export class ArtifactKey {
 
   /** True when `other` is a key with the same canonical encoding. */
   equals(other: unknown): boolean {
-    return other instanceof ArtifactKey && other.hex === this.hex;
+    return other === this || (other instanceof ArtifactKey && other.hex === this.hex);
   }
 
   toString(): string {
