@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { WaitprepError, describe, invalidArgument } from './errors.js';
-import { isArtifactKey, type ArtifactKey } from './key.js';
+import { assertArtifactKey, type ArtifactKey } from './key.js';
 import { currentThreadId } from './internal/thread.js';
 import {
   beginChannel,
@@ -304,9 +304,7 @@ export class WaitCoordinator {
     this.#enter();
     this.#waits++;
     const c = checkConsumer(consumer);
-    if (!isArtifactKey(key)) {
-      throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
-    }
+    assertArtifactKey(key);
     if (opts !== undefined && !isObject(opts)) throw invalidArgument('opts', 'an object { readiness?, target? }', opts);
     const admission = this.#admit(c, key, opts);
     if (waitChannel.hasSubscribers) {
@@ -543,9 +541,7 @@ export class WaitCoordinator {
    */
   forget(key: ArtifactKey): boolean {
     this.#enter();
-    if (!isArtifactKey(key)) {
-      throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
-    }
+    assertArtifactKey(key);
     const host = this.#demands.get(key.hex);
     const device = this.#deviceKeys.get(key.hex);
     if ((host !== undefined && isBusy(host)) || (device !== undefined && device.busy > 0)) return false;

@@ -1,5 +1,6 @@
 import * as crypto from 'node:crypto';
 import { WaitprepError, describe } from './errors.js';
+import { u64OrNull } from './internal/validate.js';
 
 /**
  * The fields of an artifact's identity, as the runtime knows them. See
@@ -76,7 +77,6 @@ const SOURCE_STRING_FIELDS = [
 ] as const;
 const SOURCE_FIELDS = new Set<string>([...SOURCE_STRING_FIELDS, 'tokenLayout', 'extra']);
 const TOP_FIELDS = new Set<string>(['source', 'sourcePageGeneration', 'codec', 'codecConfig', 'representationVersion']);
-const U64_MAX = (1n << 64n) - 1n;
 const U32_MAX = 0xffff_ffff;
 
 const constructing = Symbol('waitprep.artifactKey');
@@ -174,6 +174,13 @@ export function artifactKey(fields: ArtifactKeyFields): ArtifactKey {
   return new ArtifactKey(constructing, v, digest);
 }
 
+/** Throws `ERR_INVALID_KEY` unless `value` is an {@link ArtifactKey} built by this package. */
+export function assertArtifactKey(value: unknown): asserts value is ArtifactKey {
+  if (!(value instanceof ArtifactKey)) {
+    throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
+  }
+}
+
 /** True when `value` is an {@link ArtifactKey} built by this package. */
 export function isArtifactKey(value: unknown): value is ArtifactKey {
   return value instanceof ArtifactKey;
@@ -212,12 +219,7 @@ function fail(field: string, expected: string, got: unknown): never {
 }
 
 function u64(field: string, value: unknown): bigint {
-  if (typeof value === 'bigint') {
-    if (value >= 0n && value <= U64_MAX) return value;
-  } else if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) {
-    return BigInt(value);
-  }
-  return fail(field, 'a non-negative integer (a safe-integer number, or a bigint up to 2^64-1)', value);
+  return u64OrNull(value) ?? fail(field, 'a non-negative integer (a safe-integer number, or a bigint up to 2^64-1)', value);
 }
 
 function tokenLayout(value: unknown): Uint32Array {

@@ -1,5 +1,5 @@
 import { WaitprepError, invalidArgument } from './errors.js';
-import { isArtifactKey, type ArtifactKey } from './key.js';
+import { assertArtifactKey, type ArtifactKey } from './key.js';
 import { normalizeTarget, type NormalizedTarget } from './internal/validate.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from './types.js';
 
@@ -75,7 +75,7 @@ export class InMemoryBackend implements ArtifactBackend {
 
   /** Marks `key` as being prepared: wakes miss with `preparing` until it is published. */
   markPreparing(key: ArtifactKey): void {
-    checkKey(key);
+    assertArtifactKey(key);
     const current = this.#entries.get(key.hex);
     if (current !== undefined && current.pins > 0) {
       throw new WaitprepError('ERR_INVALID_ARGUMENT', `${key} is pinned; evict it before preparing it again`);
@@ -85,7 +85,7 @@ export class InMemoryBackend implements ArtifactBackend {
 
   /** Publishes `key` as ready (host readiness), with plain metadata. Replaces an unpinned entry. */
   publish(key: ArtifactKey, meta: Readonly<Record<string, unknown>> = NO_META): void {
-    checkKey(key);
+    assertArtifactKey(key);
     const current = this.#entries.get(key.hex);
     if (current !== undefined && current.pins > 0) {
       throw new WaitprepError('ERR_INVALID_ARGUMENT', `${key} is pinned; a pinned artifact is never replaced`);
@@ -95,7 +95,7 @@ export class InMemoryBackend implements ArtifactBackend {
 
   /** Records a completed device write for a published key; a newer record replaces an older one. */
   recordDeviceWrite(key: ArtifactKey, target: DeviceTarget): void {
-    checkKey(key);
+    assertArtifactKey(key);
     const entry = this.#entries.get(key.hex);
     if (entry === undefined) throw new WaitprepError('ERR_INVALID_ARGUMENT', `${key} is not published`);
     const normalized = normalizeTarget(target);
@@ -105,7 +105,7 @@ export class InMemoryBackend implements ArtifactBackend {
 
   /** Evicts `key` unless it is pinned. */
   evict(key: ArtifactKey): 'evicted' | 'pinned' | 'absent' {
-    checkKey(key);
+    assertArtifactKey(key);
     const entry = this.#entries.get(key.hex);
     if (entry === undefined) return 'absent';
     if (entry.pins > 0) return 'pinned';
@@ -138,11 +138,5 @@ export class InMemoryBackend implements ArtifactBackend {
 
   #newEntry(key: ArtifactKey, ready: boolean, meta: Readonly<Record<string, unknown>>): Entry {
     return { key, slot: this.#nextSlot++, generation: this.#nextGeneration++, ready, pins: 0, meta, device: null };
-  }
-}
-
-function checkKey(key: unknown): asserts key is ArtifactKey {
-  if (!isArtifactKey(key)) {
-    throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
   }
 }

@@ -1,7 +1,8 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
 import type { Consumer, DeviceTarget } from '../types.js';
 
-const U64_MAX = (1n << 64n) - 1n;
+/** The largest u64. */
+export const U64_MAX = (1n << 64n) - 1n;
 const GPU_UUID = /^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 export function isObject(value: unknown): value is Record<string, unknown> {
@@ -30,7 +31,8 @@ export function checkConsumer(value: unknown): Consumer {
   });
 }
 
-function u64OrNull(value: unknown): bigint | null {
+/** A non-negative integer up to 2^64-1 (a safe-integer number or a bigint) as a bigint, else `null`. */
+export function u64OrNull(value: unknown): bigint | null {
   if (typeof value === 'bigint') return value >= 0n && value <= U64_MAX ? value : null;
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
   return null;

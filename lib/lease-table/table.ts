@@ -1,6 +1,6 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
-import { isArtifactKey, keyDigestBytes, keyDigestWords, type ArtifactKey } from '../key.js';
-import { deviceRecord, encodedTarget, normalizeTarget } from '../internal/validate.js';
+import { assertArtifactKey, keyDigestBytes, keyDigestWords, type ArtifactKey } from '../key.js';
+import { deviceRecord, encodedTarget, normalizeTarget, u64OrNull } from '../internal/validate.js';
 import { nativeAddon } from '../native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from '../types.js';
 import type { TableHandle } from './handle.js';
@@ -46,7 +46,6 @@ export interface Reservation {
 }
 
 const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
-const U64_MAX = (1n << 64n) - 1n;
 const U32_MAX = 0xffff_ffff;
 /** The consumer a lease names when the table is used directly, without a coordinator. */
 const DIRECT: Consumer = Object.freeze({ engine: 'direct', request: 'direct', generation: 0 });
@@ -85,20 +84,16 @@ function statusError(status: number, what: string): WaitprepError {
 }
 
 function u64(field: string, value: unknown): bigint {
-  if (typeof value === 'bigint' && value >= 0n && value <= U64_MAX) return value;
-  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
-  throw invalidArgument(field, 'a non-negative integer (a safe-integer number, or a bigint up to 2^64-1)', value);
+  return u64OrNull(value) ?? throwInvalid(field, 'a non-negative integer (a safe-integer number, or a bigint up to 2^64-1)', value);
+}
+
+function throwInvalid(field: string, expected: string, value: unknown): never {
+  throw invalidArgument(field, expected, value);
 }
 
 function u32(field: string, value: unknown): number {
   if (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= U32_MAX) return value;
   throw invalidArgument(field, 'an integer in [0, 2^32-1]', value);
-}
-
-function checkKey(key: unknown): asserts key is ArtifactKey {
-  if (!isArtifactKey(key)) {
-    throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
-  }
 }
 
 /** Reads u64 word `i` of `words` as a number when exact, else as a bigint, without a BigInt on the way. */
@@ -227,7 +222,7 @@ export class LeaseTable {
 
   /** Producer: reserves a slot for `key` before the artifact is prepared. */
   reserve(key: ArtifactKey): Reservation {
-    checkKey(key);
+    assertArtifactKey(key);
     const handle = this.#open('reserve');
     const status = handle.reserve(keyDigestBytes(key));
     if (status !== STATUS.OK) throw statusError(status, `reserve(${key})`);
@@ -262,7 +257,7 @@ export class LeaseTable {
 
   /** Producer: evicts `key` unless it is pinned. `'pinned'` also covers a pin racing in: retry later. */
   tryEvict(key: ArtifactKey): 'evicted' | 'pinned' | 'absent' {
-    checkKey(key);
+    assertArtifactKey(key);
     const status = this.#open('tryEvict').tryEvict(keyDigestBytes(key));
     if (status === STATUS.OK) return 'evicted';
     if (status === STATUS.PINNED) return 'pinned';
@@ -272,7 +267,7 @@ export class LeaseTable {
 
   /** Producer: records a completed device write for a READY artifact; a newer record replaces an older one. */
   recordDeviceWrite(key: ArtifactKey, write: DeviceWrite): 'recorded' | 'absent' {
-    checkKey(key);
+    assertArtifactKey(key);
     const handle = this.#open('recordDeviceWrite');
     if (typeof write !== 'object' || write === null) throw invalidArgument('write', 'a device write { device, arena, arenaGeneration, writeSeq }', write);
     const writeSeq = u64('write.writeSeq', write.writeSeq);
