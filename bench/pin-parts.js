@@ -7,6 +7,7 @@
 //   node bench/pin-parts.js [--ops 5000000]
 import { artifactKey, openLeaseTable, unlinkLeaseTable } from '../dist/index.js';
 import { nativeAddon } from '../dist/native.js';
+import { EXCHANGE } from '../dist/lease-table/layout.js';
 
 if (nativeAddon === null) throw new Error('pin-parts needs the native addon (npm run build:native)');
 const at = process.argv.indexOf('--ops');
@@ -23,8 +24,8 @@ const key = (i) =>
 const name = `waitprep-pin-parts-${process.pid}`;
 const producer = openLeaseTable({ name, role: 'producer', create: { capacity: 1024 }, implementation: 'native' });
 const consumer = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
-const out = new BigUint64Array(8);
-const [status, h] = nativeAddon.open(name, false, 0, 0o600, out);
+const out = new BigUint64Array(EXCHANGE.WORDS);
+const [status, h, pinHost, , unpin] = nativeAddon.open(name, false, 0, 0o600, out);
 try {
   if (status !== 0) throw new Error(`open failed with status ${status}`);
   const hit = key(0);
@@ -34,6 +35,9 @@ try {
   const hitDigest = new Uint8Array(Buffer.from(hit.hex, 'hex'));
   const absentDigest = new Uint8Array(Buffer.from(absent.hex, 'hex'));
   const out32 = new Uint32Array(out.buffer);
+  const out8 = new Uint8Array(out.buffer);
+  // The bound wake-path calls read their inputs from the exchange buffer (layout.ts EXCHANGE).
+  const setDigest = (digest) => out8.set(digest, EXCHANGE.DIGEST * 8);
 
   const time = (label, fn, n = ops, per = 1) => {
     for (let i = 0; i < n / 10; i++) fn();
@@ -48,10 +52,15 @@ try {
   };
   time('C: wp_pin_loop hit, per iteration', () => nativeAddon.pinLoop(h, hitDigest, 1000n), ops / 1000, 1000);
   time('C: wp_pin_loop miss, per iteration', () => nativeAddon.pinLoop(h, absentDigest, 1000n), ops / 1000, 1000);
-  time('addon.tryPin miss (1 crossing)', () => nativeAddon.tryPin(h, absentDigest, null));
-  time('addon.tryPin hit + addon.unpin (2 crossings)', () => {
-    nativeAddon.tryPin(h, hitDigest, null);
-    nativeAddon.unpin(h, out32[0], out32[4], out32[5]);
+  setDigest(absentDigest);
+  time('addon pinHost() miss (1 crossing)', () => pinHost());
+  setDigest(hitDigest);
+  time('addon pinHost() hit + unpin() (2 crossings)', () => {
+    pinHost();
+    out32[EXCHANGE.UNPIN_SLOT * 2] = out32[0];
+    out32[EXCHANGE.UNPIN_TOKEN * 2] = out32[4];
+    out32[EXCHANGE.UNPIN_TOKEN * 2 + 1] = out32[5];
+    unpin();
   });
   time('table.tryPin miss', () => consumer.tryPin(absent));
   time('table.tryPin hit + lease.close()', () => consumer.tryPin(hit).close());

@@ -665,7 +665,8 @@ async function openConsumer(ctx, local) {
 
   if (ctx.impl === 'c-floor') {
     const { nativeAddon } = await import('../dist/native.js');
-    const [status, h] = nativeAddon.open(ctx.table, false, 0, 0o600, new BigUint64Array(8));
+    const { EXCHANGE } = await import('../dist/lease-table/layout.js');
+    const [status, h] = nativeAddon.open(ctx.table, false, 0, 0o600, new BigUint64Array(EXCHANGE.WORDS));
     if (status !== 0) throw new Error(`c-floor: opening ${ctx.table} failed with status ${status}`);
     const digest = new Uint8Array(Buffer.from(key.hex, 'hex'));
     const iterations = BigInt(B);

@@ -78,6 +78,27 @@ const SG_RESERVED = BigInt(SLOT_STATE.RESERVED);
 const SG_READY = BigInt(SLOT_STATE.READY);
 const SG_EVICTING = BigInt(SLOT_STATE.EVICTING);
 
+// The pin path's offsets in u32 elements of the segment.
+const SLOTS_U32 = SLOTS_OFFSET >> 2;
+const SLOT_U32 = SLOT_SIZE >> 2;
+const DIGEST_U32 = SLOT.DIGEST >> 2;
+const MASK_U32 = SLOT.PIN_MASK >> 2;
+
+/** digest_equals for the slot whose first u32 is `base`, with plain 32-bit reads: the caller decides whether they can be trusted. */
+function digestMatches(u32: Uint32Array, base: number, want: Uint32Array): boolean {
+  const d = base + DIGEST_U32;
+  return (
+    u32[d] === want[0] &&
+    u32[d + 1] === want[1] &&
+    u32[d + 2] === want[2] &&
+    u32[d + 3] === want[3] &&
+    u32[d + 4] === want[4] &&
+    u32[d + 5] === want[5] &&
+    u32[d + 6] === want[6] &&
+    u32[d + 7] === want[7]
+  );
+}
+
 function makeSg(state: bigint, gen: bigint): bigint {
   return BigInt.asUintN(64, (gen << STATE_SHIFT) | state);
 }
@@ -430,8 +451,8 @@ export class JsTableHandle implements TableHandle {
       if (Atomics.compareExchange(u64, wordIndex, claiming, active) !== claiming) continue;
       this.client = i;
       this.clientWord = active;
-      this.bit32 = (1 << (i & 31)) >>> 0;
-      this.notBit32 = ~this.bit32 >>> 0;
+      this.bit32 = 1 << (i & 31); // int32s, Smis for most bits: Atomics.or/and convert a heap number slower
+      this.notBit32 = ~this.bit32;
       this.bitHalf = i >> 5;
       return STATUS.OK;
     }
@@ -626,62 +647,78 @@ export class JsTableHandle implements TableHandle {
     return true;
   }
 
+  /**
+   * try_pin, with the pinner's half of the Dekker handshake in the other order
+   * of its two reads: table.c loads the state (acquire), publishes the pin bit,
+   * then re-reads the state and wants the same word; here the bit is published
+   * first and the state read once, after it. The argument is the same one
+   * (docs/lease-table.md): both the `or` and the load are seq_cst, so either
+   * the evictor's mask load comes after our `or` and sees the bit (it rolls
+   * back), or its claim came before our load, which then sees EVICTING or a
+   * later state and we back out. A READY state seen with the bit held stays
+   * READY with that generation until we unpin, so the digest and metadata read
+   * after the load are stable. The difference is cost, not soundness: in
+   * JavaScript a 64-bit Atomics.load is a builtin call that allocates a
+   * BigInt, and this order needs one per hit instead of two. The price is a
+   * brief stray bit on a slot that turns out not to be READY (`preparing` and
+   * `evicting` misses), which an evictor reads as "pinned, retry": the same
+   * transient table.c leaves when a pinner loses the race.
+   */
   tryPin(digest: Uint8Array, device: Uint8Array | null, words?: Uint32Array): number {
     if (this.closed) return STATUS.ERR_INVALID_ARGUMENT;
-    if (words !== undefined && words.length === 8) this.want.set(words);
-    else if (!this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
+    let want = words;
+    if (want === undefined || want.length !== 8) {
+      if (!this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
+      want = this.want;
+    }
     if (device !== null && !this.loadTarget(device)) return STATUS.ERR_INVALID_ARGUMENT;
-    const u64 = this.u64;
-    const pins = this.pins;
     const u32 = this.u32;
-    const want0 = this.want[0]!;
-    let slot = this.homeSlot();
+    const pins = this.pins;
+    const capacity = this.capacity;
+    const want0 = want[0]!;
+    let slot = homeSlotFor(want0, capacity);
     let seen: number = STATUS.MISS_ABSENT;
-    for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
-      // A cheap rejection before the 64-bit atomic load (which creates a BigInt): a slot whose
-      // first digest word differs does not hold our key now, so skipping it is the same as
-      // table.c's digest_equals failing a moment later. A match decides nothing: the state is
-      // loaded and the whole digest compared after it, exactly as in C.
-      if (u32[(this.slotByte(slot) + SLOT.DIGEST) >> 2] !== want0) continue;
-      const sgIndex = this.sgIndex(slot);
-      const sg = Atomics.load(u64, sgIndex);
+    for (let i = 0; i < this.window; i++, slot = slot + 1 === capacity ? 0 : slot + 1) {
+      const base = SLOTS_U32 + slot * SLOT_U32; // the slot's first u32
+      // A cheap rejection with a plain read: a slot whose first digest word differs does not
+      // hold our key now, so skipping it is the same as digest_equals failing a moment later.
+      // A match decides nothing.
+      if (u32[base + DIGEST_U32] !== want0) continue;
+      if (pins[slot]! > 0) {
+        // We already hold this slot: it cannot be evicted or reused until we unpin, so its
+        // digest is stable and decides alone (it may show EVICTING for a moment; count++).
+        if (!digestMatches(u32, base, want)) continue;
+        return this.finishPin(slot, base, device, true);
+      }
+      const maskHalf = base + MASK_U32 + this.bitHalf;
+      Atomics.or(u32, maskHalf, this.bit32);
+      const sg = Atomics.load(this.u64, base >> 1);
       const state = sg & STATE_MASK;
-      if (state === SG_FREE || !this.digestEquals(slot)) continue;
-      if (state === SG_RESERVED) {
-        seen = STATUS.MISS_PREPARING;
-        continue;
-      }
-      const held = pins[slot]! > 0;
-      if (!held) {
-        if (state !== SG_READY) {
-          seen = STATUS.MISS_EVICTING;
-          continue;
-        }
-        // Dekker handshake with tryEvict: publish the pin, then re-read the state.
-        const maskHalf = ((sgIndex + 1) << 1) + this.bitHalf;
-        Atomics.or(u32, maskHalf, this.bit32);
-        const again = Atomics.load(u64, sgIndex);
-        if (again !== sg) {
-          Atomics.and(u32, maskHalf, this.notBit32);
-          return (again & STATE_MASK) === SG_EVICTING ? STATUS.MISS_EVICTING : STATUS.MISS_CONTENDED;
-        }
-      }
-      // Holding the bit, the slot cannot be evicted or reused (it may show EVICTING for a moment).
-      let rc: number = device === null ? STATUS.OK : this.checkDeviceRecord(slot);
-      let record = NO_RECORD;
-      if (rc === STATUS.OK) {
-        record = this.leaseAcquire(slot);
-        if (record === NO_RECORD) rc = STATUS.MISS_CONTENDED;
-      }
-      if (rc !== STATUS.OK) {
-        if (!held) Atomics.and(u32, ((sgIndex + 1) << 1) + this.bitHalf, this.notBit32);
-        return rc;
-      }
-      pins[slot]!++;
-      this.writeLease(slot, record);
-      return STATUS.OK;
+      if (state === SG_READY && digestMatches(u32, base, want)) return this.finishPin(slot, base, device, false);
+      Atomics.and(u32, maskHalf, this.notBit32);
+      // Not ours to pin: say why when it is our key (the digest read is a hint from here on, as
+      // in table.c, whose preparing/evicting reasons are read without a pin too).
+      if (state === SG_FREE || state === SG_READY || !digestMatches(u32, base, want)) continue;
+      seen = state === SG_RESERVED ? STATUS.MISS_PREPARING : STATUS.MISS_EVICTING;
     }
     return seen;
+  }
+
+  /** The rest of a pin once this client's bit is on the slot (`held`: it was already). */
+  private finishPin(slot: number, base: number, device: Uint8Array | null, held: boolean): number {
+    let rc: number = device === null ? STATUS.OK : this.checkDeviceRecord(slot);
+    let record = NO_RECORD;
+    if (rc === STATUS.OK) {
+      record = this.leaseAcquire(slot);
+      if (record === NO_RECORD) rc = STATUS.MISS_CONTENDED;
+    }
+    if (rc !== STATUS.OK) {
+      if (!held) Atomics.and(this.u32, base + MASK_U32 + this.bitHalf, this.notBit32);
+      return rc;
+    }
+    this.pins[slot]!++;
+    this.writeLease(slot, record);
+    return STATUS.OK;
   }
 
   /** Fills `out` for a lease: slot, generation, token, then the metadata (read after the re-read). */
@@ -721,7 +758,7 @@ export class JsTableHandle implements TableHandle {
     this.leaseGen[index] = (gen + 1) >>> 0;
     this.leaseNext[index] = this.leaseFree;
     this.leaseFree = index;
-    if (--this.pins[slot]! === 0) Atomics.and(this.u32, this.maskHalf(slot, this.client), this.notBit32);
+    if (--this.pins[slot]! === 0) Atomics.and(this.u32, SLOTS_U32 + slot * SLOT_U32 + MASK_U32 + this.bitHalf, this.notBit32);
   }
 
   clientPins(slot: number): number {

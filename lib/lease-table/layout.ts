@@ -87,6 +87,12 @@ export function segmentSize(capacity: number): number {
 export const CLIENTS_OFFSET = HEADER_SIZE;
 export const SLOTS_OFFSET = HEADER_SIZE + MAX_CLIENTS * CLIENT_SIZE;
 
+/**
+ * The addon's exchange buffer (native/src/addon.cc), in u64 words: a lease or
+ * reservation comes out in words 0-7; the wake path's inputs go in after them.
+ */
+export const EXCHANGE = { WORDS: 19, DIGEST: 8, DEVICE: 12, UNPIN_SLOT: 17, UNPIN_TOKEN: 18 } as const;
+
 /** Every layout constant by name, as the addon exports them for comparison. */
 export const LAYOUT: Readonly<Record<string, number>> = Object.freeze({
   WP_ABI_VERSION,
@@ -109,4 +115,9 @@ export const LAYOUT: Readonly<Record<string, number>> = Object.freeze({
   WP_CLI_PID_NS: CLI.PID_NS,
   WP_SLOT_READY: SLOT_STATE.READY,
   WP_SLOT_EVICTING: SLOT_STATE.EVICTING,
+  ADDON_EXCHANGE_WORDS: EXCHANGE.WORDS,
+  ADDON_DIGEST_WORD: EXCHANGE.DIGEST,
+  ADDON_DEVICE_WORD: EXCHANGE.DEVICE,
+  ADDON_UNPIN_SLOT_WORD: EXCHANGE.UNPIN_SLOT,
+  ADDON_UNPIN_TOKEN_WORD: EXCHANGE.UNPIN_TOKEN,
 });

@@ -1,13 +1,24 @@
 import type { TableHandle } from './handle.js';
+import { EXCHANGE, STATUS } from './layout.js';
+
+const STATUS_INVALID = STATUS.ERR_INVALID_ARGUMENT;
 
 /** The addon's flat lease-table functions (native/src/addon.cc). */
 export interface NativeTableAddon {
   readonly abiVersion: number;
   readonly layout: Readonly<Record<string, number>>;
-  open(name: string, producer: boolean, capacity: number, mode: number, out: BigUint64Array): [number, unknown];
+  /**
+   * `exchange`: at least EXCHANGE.WORDS words, kept by the caller. On success also the handle's
+   * bound wake-path functions, which read their inputs from `exchange` (layout.ts EXCHANGE).
+   */
+  open(
+    name: string,
+    producer: boolean,
+    capacity: number,
+    mode: number,
+    exchange: BigUint64Array,
+  ): [number, unknown, ...([] | [pinHost: () => number, pinDevice: () => number, unpin: () => void])];
   close(h: unknown): void;
-  tryPin(h: unknown, digest: Uint8Array, device: Uint8Array | null): number;
-  unpin(h: unknown, slot: number, tokenIndex: number, tokenGeneration: number): void;
   reserve(h: unknown, digest: Uint8Array): number;
   publish(h: unknown, slot: number, generation: bigint, meta: BigUint64Array): number;
   abandon(h: unknown, slot: number, generation: bigint): number;
@@ -27,17 +38,52 @@ export function openNativeHandle(
   addon: NativeTableAddon,
   options: { name: string; producer: boolean; createCapacity: number; mode: number },
 ): { status: number; handle: TableHandle | null } {
-  const out = new BigUint64Array(8);
-  const [status, h] = addon.open(options.name, options.producer, options.createCapacity, options.mode, out);
-  if (status !== 0) return { status, handle: null };
+  const exchange = new BigUint64Array(EXCHANGE.WORDS);
+  const [status, h, pinHost, pinDevice, unpinBound] = addon.open(options.name, options.producer, options.createCapacity, options.mode, exchange);
+  if (status !== 0 || pinHost === undefined) return { status, handle: null };
   const info = addon.describe(h);
+  // The inputs of the wake path, written here and read by the bound C callbacks.
+  const in32 = new Uint32Array(exchange.buffer);
+  const in8 = new Uint8Array(exchange.buffer);
+  const DIGEST32 = EXCHANGE.DIGEST * 2;
+  const DEVICE8 = EXCHANGE.DEVICE * 8;
+  const SLOT32 = EXCHANGE.UNPIN_SLOT * 2;
+  const TOKEN32 = EXCHANGE.UNPIN_TOKEN * 2;
+  /** A pin from digest bytes, or against a device target. */
+  const pinOther = (digest: Uint8Array, device: Uint8Array | null): number => {
+    if (digest.length !== 32) return STATUS_INVALID;
+    in8.set(digest, DIGEST32 * 4);
+    if (device === null) return pinHost();
+    if (device.length !== 40) return STATUS_INVALID;
+    in8.set(device, DEVICE8);
+    return pinDevice!();
+  };
+  // This object keeps the External `h` alive as long as the bound functions (see addon.cc).
   const handle: TableHandle = {
-    out,
+    out: exchange,
     capacity: info.capacity,
     clientIndex: info.clientIndex,
     producer: info.producer,
-    tryPin: (digest, device) => addon.tryPin(h, digest, device),
-    unpin: (slot, index, generation) => addon.unpin(h, slot, index, generation),
+    tryPin(digest, device, words) {
+      // The host pin with the key's digest words is the wake path: kept small so that V8
+      // inlines it, with the lease object's constructor, into LeaseTable.tryPin.
+      if (device !== null || words === undefined || words.length !== 8) return pinOther(digest, device);
+      in32[DIGEST32] = words[0]!;
+      in32[DIGEST32 + 1] = words[1]!;
+      in32[DIGEST32 + 2] = words[2]!;
+      in32[DIGEST32 + 3] = words[3]!;
+      in32[DIGEST32 + 4] = words[4]!;
+      in32[DIGEST32 + 5] = words[5]!;
+      in32[DIGEST32 + 6] = words[6]!;
+      in32[DIGEST32 + 7] = words[7]!;
+      return pinHost();
+    },
+    unpin(slot, index, generation) {
+      in32[SLOT32] = slot;
+      in32[TOKEN32] = index;
+      in32[TOKEN32 + 1] = generation;
+      unpinBound!();
+    },
     reserve: (digest) => addon.reserve(h, digest),
     publish: (slot, generation, meta) => addon.publish(h, slot, generation, meta),
     abandon: (slot, generation) => addon.abandon(h, slot, generation),

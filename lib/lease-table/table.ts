@@ -100,7 +100,12 @@ function u32(field: string, value: unknown): number {
 function wordAt(halves: Uint32Array, i: number): number | bigint {
   const lo = halves[2 * i]!;
   const hi = halves[2 * i + 1]!;
-  return hi < 0x20_0000 ? hi * 0x1_0000_0000 + lo : (BigInt(hi) << 32n) | BigInt(lo);
+  return hi < 0x20_0000 ? hi * 0x1_0000_0000 + lo : bigWord(hi, lo);
+}
+
+/** A u64 beyond 2^53, as a bigint (kept out of wordAt so that the lease constructor stays small enough to inline). */
+function bigWord(hi: number, lo: number): bigint {
+  return (BigInt(hi) << 32n) | BigInt(lo);
 }
 
 /**

@@ -11,6 +11,22 @@
 
 namespace {
 
+// The exchange buffer: a BigUint64Array that the caller hands to open() and
+// keeps. Results come back in it, and the wake path's arguments go in through
+// it, so a pin and an unpin cross into C with no arguments to convert.
+//   words 0-7   out: a lease (slot, generation, token, 5 metadata words) or a reservation
+//   words 8-11  in: the digest to pin (32 bytes)
+//   words 12-16 in: the device target to pin against (a wp_device_record, 40 bytes)
+//   word 17     in: the slot of the lease to unpin
+//   word 18     in: the token of the lease to unpin
+// lib/lease-table/layout.ts (EXCHANGE) mirrors these; native.ts compares them at load.
+constexpr uint32_t kDigestWord = 8;
+constexpr uint32_t kDeviceWord = 12;
+constexpr uint32_t kUnpinSlotWord = 17;
+constexpr uint32_t kUnpinTokenWord = 18;
+constexpr uint32_t kExchangeWords = 19;
+static_assert(kDeviceWord * 8 + sizeof(wp_device_record) <= kUnpinSlotWord * 8, "device record overlaps the unpin words");
+
 struct Handle {
   wp_table *table = nullptr;
   Napi::Reference<Napi::BigUint64Array> out_ref;
@@ -43,65 +59,26 @@ const uint8_t *BytesOf(const Napi::Value &v) {
   return a.Data();
 }
 
-Napi::Value Open(const Napi::CallbackInfo &info) {
-  Napi::Env env = info.Env();
-  std::string name = info[0].As<Napi::String>().Utf8Value();
-  bool producer = info[1].As<Napi::Boolean>().Value();
-  wp_open_options options{info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value()};
-  auto out = info[4].As<Napi::BigUint64Array>();
-  wp_table *table = nullptr;
-  int rc = wp_open_ex(name.c_str(), producer ? 1 : 0, &options, &table);
-  Napi::Array result = Napi::Array::New(env, 2);
-  result.Set(0u, Napi::Number::New(env, rc));
-  if (rc != WP_OK) {
-    result.Set(1u, env.Null());
-    return result;
-  }
-  auto *instance = env.GetInstanceData<Instance>();
-  auto *h = new Handle();
-  h->table = table;
-  h->out_ref = Napi::Persistent(out);
-  h->out = out.Data();
-  instance->open.insert(h);
-  auto external = Napi::External<Handle>::New(env, h, [](Napi::Env env, Handle *h) {
-    CloseHandle(env.GetInstanceData<Instance>(), h);
-    delete h;
-  });
-  result.Set(1u, external);
-  return result;
-}
+// The three calls on the wake path are raw Node-API C callbacks bound to one
+// handle (the function's data pointer), taking no arguments: node-addon-api's
+// wrapper (CallbackInfo, typed wrappers) and converting arguments each cost
+// more than the pin itself. Their inputs are in the exchange buffer.
+// They are created by open() together with the handle's External, and the
+// JavaScript handle object keeps all of them, so a bound function is never
+// reachable after the External's finalizer freed its Handle.
 
-Napi::Value Close(const Napi::CallbackInfo &info) {
-  CloseHandle(info.Env().GetInstanceData<Instance>(), HandleOf(info[0]));
-  return info.Env().Undefined();
-}
-
-// The two calls on the wake path are raw Node-API C callbacks: node-addon-api's wrapper
-// (CallbackInfo, typed wrappers) costs more than the pin itself. They read their
-// arguments with the minimum of calls and return small integers.
-
-// tryPin(handle, digest: Uint8Array(32), device: Uint8Array(40) | null) -> status
-napi_value TryPinRaw(napi_env env, napi_callback_info cbinfo) {
-  size_t argc = 3;
-  napi_value argv[3];
-  napi_get_cb_info(env, cbinfo, &argc, argv, nullptr, nullptr);
+Handle *BoundHandle(napi_env env, napi_callback_info cbinfo) {
   void *data = nullptr;
-  napi_get_value_external(env, argv[0], &data);
+  napi_get_cb_info(env, cbinfo, nullptr, nullptr, nullptr, &data);
   Handle *h = static_cast<Handle *>(data);
+  return h->table != nullptr ? h : nullptr;
+}
+
+napi_value PinResult(napi_env env, Handle *h, const wp_device_record *target) {
   int rc = WP_ERR_INVALID_ARGUMENT;
-  if (h != nullptr && h->table != nullptr) {
-    void *digest = nullptr;
-    napi_get_typedarray_info(env, argv[1], nullptr, nullptr, &digest, nullptr, nullptr);
-    bool has_device = false;
-    napi_is_typedarray(env, argv[2], &has_device);
-    wp_device_record device;
-    if (has_device) {
-      void *bytes = nullptr;
-      napi_get_typedarray_info(env, argv[2], nullptr, nullptr, &bytes, nullptr, nullptr);
-      std::memcpy(&device, bytes, sizeof device);
-    }
+  if (h != nullptr) {
     wp_lease lease;
-    rc = wp_try_pin(h->table, static_cast<const uint8_t *>(digest), has_device ? &device : nullptr, &lease);
+    rc = wp_try_pin(h->table, reinterpret_cast<const uint8_t *>(h->out + kDigestWord), target, &lease);
     if (rc == WP_OK) {
       uint64_t *o = h->out;
       o[0] = lease.slot;
@@ -119,25 +96,69 @@ napi_value TryPinRaw(napi_env env, napi_callback_info cbinfo) {
   return result;
 }
 
-// unpin(handle, slot, tokenIndex, tokenGeneration) -> undefined
+// pinHost() -> status: tryPin of the digest in exchange words 8-11, host readiness.
+napi_value PinHostRaw(napi_env env, napi_callback_info cbinfo) { return PinResult(env, BoundHandle(env, cbinfo), nullptr); }
+
+// pinDevice() -> status: the same against the device target in exchange words 12-16.
+napi_value PinDeviceRaw(napi_env env, napi_callback_info cbinfo) {
+  Handle *h = BoundHandle(env, cbinfo);
+  wp_device_record target;
+  if (h != nullptr) std::memcpy(&target, h->out + kDeviceWord, sizeof target);
+  return PinResult(env, h, &target);
+}
+
+// unpin() -> undefined: releases the lease whose slot and token are in exchange words 17-18.
 napi_value UnpinRaw(napi_env env, napi_callback_info cbinfo) {
-  size_t argc = 4;
-  napi_value argv[4];
-  napi_get_cb_info(env, cbinfo, &argc, argv, nullptr, nullptr);
-  void *data = nullptr;
-  napi_get_value_external(env, argv[0], &data);
-  Handle *h = static_cast<Handle *>(data);
-  if (h != nullptr && h->table != nullptr) {
-    uint32_t slot = 0, index = 0, generation = 0;
-    napi_get_value_uint32(env, argv[1], &slot);
-    napi_get_value_uint32(env, argv[2], &index);
-    napi_get_value_uint32(env, argv[3], &generation);
+  Handle *h = BoundHandle(env, cbinfo);
+  if (h != nullptr) {
     wp_lease lease{};
-    lease.slot = slot;
-    lease.token = static_cast<uint64_t>(generation) << 32 | index;
+    lease.slot = static_cast<uint32_t>(h->out[kUnpinSlotWord]);
+    lease.token = h->out[kUnpinTokenWord];
     wp_unpin(h->table, &lease);
   }
   return nullptr;
+}
+
+napi_value Bind(napi_env env, const char *name, napi_callback cb, Handle *h) {
+  napi_value fn;
+  napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, h, &fn);
+  return fn;
+}
+
+Napi::Value Open(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  std::string name = info[0].As<Napi::String>().Utf8Value();
+  bool producer = info[1].As<Napi::Boolean>().Value();
+  wp_open_options options{info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value()};
+  auto out = info[4].As<Napi::BigUint64Array>();
+  wp_table *table = nullptr;
+  int rc = out.ElementLength() < kExchangeWords ? WP_ERR_INVALID_ARGUMENT : wp_open_ex(name.c_str(), producer ? 1 : 0, &options, &table);
+  Napi::Array result = Napi::Array::New(env, 5);
+  result.Set(0u, Napi::Number::New(env, rc));
+  if (rc != WP_OK) {
+    result.Set(1u, env.Null());
+    return result;
+  }
+  auto *instance = env.GetInstanceData<Instance>();
+  auto *h = new Handle();
+  h->table = table;
+  h->out_ref = Napi::Persistent(out);
+  h->out = out.Data();
+  instance->open.insert(h);
+  auto external = Napi::External<Handle>::New(env, h, [](Napi::Env env, Handle *h) {
+    CloseHandle(env.GetInstanceData<Instance>(), h);
+    delete h;
+  });
+  result.Set(1u, external);
+  result.Set(2u, Bind(env, "pinHost", PinHostRaw, h));
+  result.Set(3u, Bind(env, "pinDevice", PinDeviceRaw, h));
+  result.Set(4u, Bind(env, "unpin", UnpinRaw, h));
+  return result;
+}
+
+Napi::Value Close(const Napi::CallbackInfo &info) {
+  CloseHandle(info.Env().GetInstanceData<Instance>(), HandleOf(info[0]));
+  return info.Env().Undefined();
 }
 
 Napi::Value Reserve(const Napi::CallbackInfo &info) {
@@ -270,6 +291,11 @@ Napi::Object Layout(Napi::Env env) {
   set("WP_CLI_PID_NS", WP_CLI_PID_NS);
   set("WP_SLOT_READY", WP_SLOT_READY);
   set("WP_SLOT_EVICTING", WP_SLOT_EVICTING);
+  set("ADDON_EXCHANGE_WORDS", kExchangeWords);
+  set("ADDON_DIGEST_WORD", kDigestWord);
+  set("ADDON_DEVICE_WORD", kDeviceWord);
+  set("ADDON_UNPIN_SLOT_WORD", kUnpinSlotWord);
+  set("ADDON_UNPIN_TOKEN_WORD", kUnpinTokenWord);
   return o;
 }
 
@@ -283,11 +309,6 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("layout", Layout(env));
   exports.Set("open", Napi::Function::New(env, Open, "open"));
   exports.Set("close", Napi::Function::New(env, Close, "close"));
-  napi_value raw;
-  napi_create_function(env, "tryPin", NAPI_AUTO_LENGTH, TryPinRaw, nullptr, &raw);
-  exports.Set("tryPin", raw);
-  napi_create_function(env, "unpin", NAPI_AUTO_LENGTH, UnpinRaw, nullptr, &raw);
-  exports.Set("unpin", raw);
   exports.Set("reserve", Napi::Function::New(env, Reserve, "reserve"));
   exports.Set("publish", Napi::Function::New(env, Publish, "publish"));
   exports.Set("abandon", Napi::Function::New(env, Abandon, "abandon"));
