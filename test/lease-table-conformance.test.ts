@@ -19,7 +19,7 @@ import {
   type OpenLeaseTableOptions,
   type WaitprepErrorCode,
 } from '../lib/index.js';
-import { HDR, LAYOUT, MAX_CAPACITY, PROBE_WINDOW, SLOT, SLOT_SIZE, SLOTS_OFFSET, WP_ABI_VERSION, WP_MAGIC, segmentSize } from '../lib/lease-table/layout.js';
+import { EXCHANGE, HDR, LAYOUT, MAX_CAPACITY, PROBE_WINDOW, SLOT, SLOT_SIZE, SLOTS_OFFSET, STATUS, WP_ABI_VERSION, WP_MAGIC, segmentSize } from '../lib/lease-table/layout.js';
 import { nativeAddon } from '../lib/native.js';
 import { TARGET_A, consumer, makeKey, withBackend } from './helpers.js';
 
@@ -355,6 +355,8 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       expect(reader.tryPin(key)).toEqual({ kind: 'miss', reason: 'preparing' });
       expect(reader.tryPin(key, HOST)).toEqual({ kind: 'miss', reason: 'preparing' });
       expect(reader.tryPin(key, device(TARGET_A))).toEqual({ kind: 'miss', reason: 'preparing' });
+      // A miss leaves no pin bit behind (the fallback publishes its bit before reading the state).
+      expect(producer.inspect().slots.find((s) => s.slot === reservation.slot)!.pinHolders).toEqual([]);
       // Another key is still absent.
       expect(reader.tryPin(makeKey(2))).toEqual({ kind: 'miss', reason: 'absent' });
     });
@@ -903,6 +905,7 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       expect(reader.inspect().slots[0]!.state).toBe('evicting');
       expect(other.tryPin(key)).toEqual({ kind: 'miss', reason: 'evicting' });
       expect(other.clientPins(r.slot)).toBe(0);
+      expect(reader.inspect().slots[0]!.pinHolders).toEqual([reader.clientIndex]);
       const again = asLease(reader.tryPin(key));
       expect(BigInt(again.generation)).toBe(r.generation);
       expect(reader.clientPins(r.slot)).toBe(2);
@@ -1100,6 +1103,15 @@ if (nativeAddon !== null) {
       for (const [name, value] of Object.entries(LAYOUT)) {
         expect({ name, value: addon.layout[name] }).toEqual({ name, value });
       }
+    });
+
+    it('the addon refuses an exchange buffer shorter than EXCHANGE.WORDS, creating nothing', () => {
+      const name = uniqueName('exchange');
+      nativeNames.add(name);
+      const [status, handle] = addon.open(name, true, 8, 0o600, new BigUint64Array(EXCHANGE.WORDS - 1));
+      expect(status).toBe(STATUS.ERR_INVALID_ARGUMENT);
+      expect(handle).toBeNull();
+      expect(fs.existsSync(shmPath(name))).toBe(false);
     });
 
     it('a native table of capacity N is a /dev/shm file of segmentSize(N) bytes', () => {

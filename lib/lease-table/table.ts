@@ -49,9 +49,16 @@ const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
 const U32_MAX = 0xffff_ffff;
 /** The consumer a lease names when the table is used directly, without a coordinator. */
 const DIRECT: Consumer = Object.freeze({ engine: 'direct', request: 'direct', generation: 0 });
-const MISSES = new Map<number, Miss>(
-  Object.entries(MISS_REASON).map(([status, reason]) => [Number(status), Object.freeze({ kind: 'miss' as const, reason })]),
-);
+/** The miss for each miss status, indexed by status (an array: the wake path reads it). Other statuses: contended. */
+const MISSES: readonly Miss[] = (() => {
+  const misses: Miss[] = [];
+  const contended = Object.freeze({ kind: 'miss' as const, reason: MISS_REASON[STATUS.MISS_CONTENDED]! });
+  for (let status = 0; status <= STATUS.MISS_DEVICE_WRITE_INCOMPLETE; status++) {
+    const reason = MISS_REASON[status];
+    misses.push(reason === undefined ? contended : Object.freeze({ kind: 'miss' as const, reason }));
+  }
+  return Object.freeze(misses);
+})();
 const MISS_CLOSED: Miss = Object.freeze({ kind: 'miss', reason: 'table-closed' });
 const MISS_INVALID_TARGET: Miss = Object.freeze({ kind: 'miss', reason: 'invalid-target' });
 
@@ -216,7 +223,7 @@ export class LeaseTable {
       if (device === null) return MISS_INVALID_TARGET;
     }
     const status = handle.tryPin(keyDigestBytes(key), device, keyDigestWords(key));
-    if (status !== STATUS.OK) return MISSES.get(status) ?? MISSES.get(STATUS.MISS_CONTENDED)!;
+    if (status !== STATUS.OK) return MISSES[status] ?? MISSES[STATUS.MISS_CONTENDED]!;
     return new TableLease(this, key, consumer, want.readiness, this.#halves);
   }
 
