@@ -84,18 +84,23 @@ const SLOT_U32 = SLOT_SIZE >> 2;
 const DIGEST_U32 = SLOT.DIGEST >> 2;
 const MASK_U32 = SLOT.PIN_MASK >> 2;
 
-/** digest_equals for the slot whose first u32 is `base`, with plain 32-bit reads: the caller decides whether they can be trusted. */
+/**
+ * digest_equals for the slot whose first u32 is `base`, with plain 32-bit reads: the caller decides
+ * whether they can be trusted. XOR and OR keep every value an int32 (V8 compares Uint32Array
+ * elements as doubles otherwise).
+ */
 function digestMatches(u32: Uint32Array, base: number, want: Uint32Array): boolean {
   const d = base + DIGEST_U32;
   return (
-    u32[d] === want[0] &&
-    u32[d + 1] === want[1] &&
-    u32[d + 2] === want[2] &&
-    u32[d + 3] === want[3] &&
-    u32[d + 4] === want[4] &&
-    u32[d + 5] === want[5] &&
-    u32[d + 6] === want[6] &&
-    u32[d + 7] === want[7]
+    ((u32[d]! ^ want[0]!) |
+      (u32[d + 1]! ^ want[1]!) |
+      (u32[d + 2]! ^ want[2]!) |
+      (u32[d + 3]! ^ want[3]!) |
+      (u32[d + 4]! ^ want[4]!) |
+      (u32[d + 5]! ^ want[5]!) |
+      (u32[d + 6]! ^ want[6]!) |
+      (u32[d + 7]! ^ want[7]!)) ===
+    0
   );
 }
 
@@ -111,7 +116,9 @@ function makeSg(state: bigint, gen: bigint): bigint {
 export function homeSlotFor(h: number, capacity: number): number {
   const high = (h >>> 16) * capacity;
   const low = (h & 0xffff) * capacity;
-  return Math.floor((high + Math.floor(low / 0x10000)) / 0x10000);
+  // `| 0` (the result is below capacity <= 2^24) makes it an int32 for V8: a slot index kept as a
+  // double costs a float-to-int check on every probe.
+  return Math.floor((high + Math.floor(low / 0x10000)) / 0x10000) | 0;
 }
 
 // ---- name registry (per thread, like a per-thread /dev/shm) ----------------------------
@@ -676,6 +683,7 @@ export class JsTableHandle implements TableHandle {
     const pins = this.pins;
     const capacity = this.capacity;
     const want0 = want[0]!;
+    const head = want0 | 0; // an int32, so the probe compares integers (see digestMatches)
     let slot = homeSlotFor(want0, capacity);
     let seen: number = STATUS.MISS_ABSENT;
     for (let i = 0; i < this.window; i++, slot = slot + 1 === capacity ? 0 : slot + 1) {
@@ -683,7 +691,7 @@ export class JsTableHandle implements TableHandle {
       // A cheap rejection with a plain read: a slot whose first digest word differs does not
       // hold our key now, so skipping it is the same as digest_equals failing a moment later.
       // A match decides nothing.
-      if (u32[base + DIGEST_U32] !== want0) continue;
+      if ((u32[base + DIGEST_U32]! | 0) !== head) continue;
       if (pins[slot]! > 0) {
         // We already hold this slot: it cannot be evicted or reused until we unpin, so its
         // digest is stable and decides alone (it may show EVICTING for a moment; count++).
