@@ -132,10 +132,11 @@ function procStat(pid) {
 /** 'alive', 'dead' or 'other-namespace', judged as the C core's reaper does. */
 function liveness(client, myNamespace) {
   // An entry still CLAIMING has not written its start time and namespace yet: the reaper
-  // then takes "this namespace" and "any start time", and so does this.
-  const claiming = client.state === 'claiming';
-  const namespace = claiming ? myNamespace : client.pidNamespace;
-  const startTime = claiming ? 0n : client.startTime;
+  // then takes "this namespace" and "any start time", and so does this. A REAPING entry's pid
+  // is its reaper's, judged the same way (a reaper that died is taken over by the next reap).
+  const pidOnly = client.state === 'claiming' || client.state === 'reaping';
+  const namespace = pidOnly ? myNamespace : client.pidNamespace;
+  const startTime = pidOnly ? 0n : client.startTime;
   if (namespace !== myNamespace) return 'other-namespace';
   if (!(client.pid > 0)) return 'dead';
   const stat = procStat(client.pid);
@@ -270,8 +271,8 @@ function humanReport(r) {
   }
   const stuck = r.clients.filter((c) => c.state === 'reaping');
   if (stuck.length > 0) {
-    lines.push(`clients being reaped right now: ${stuck.map((c) => `client ${c.index} (pid ${c.pid})`).join(', ')}` +
-      ' (if this persists, the reaper died mid-reap; reaping again does not release these entries)');
+    lines.push(`clients being reaped: ${stuck.map((c) => `client ${c.index} by reaper pid ${c.pid} (${c.liveness})`).join(', ')}` +
+      ' (a reaper that died mid-reap is taken over by the next reap)');
   }
   lines.push('');
   if (r.needsReap) {
@@ -358,7 +359,7 @@ export function reap(args) {
       lines.push(`producer role freed; its slots settled: reserved ${before.slotCounts.reserved} -> ${after.slotCounts.reserved}, evicting ${before.slotCounts.evicting} -> ${after.slotCounts.evicting}`);
     }
     if (after.deadPins.length > 0) {
-      lines.push(`still held by dead clients: ${after.deadPins.length} pin(s) (entries another reaper is working on, or stuck in REAPING)`);
+      lines.push(`still held by dead clients: ${after.deadPins.length} pin(s) (entries a live reaper is working on)`);
     }
     lines.push(`dead clients (of this pid namespace) left: ${after.clients.filter((c) => c.liveness === 'dead').length}`);
     return { report, human: lines.join('\n'), exit: EXIT.HEALTHY };

@@ -4,7 +4,7 @@
 // a missing table is exit 3, a corrupt or other-ABI segment exit 4, bad usage exit 2, no addon
 // exit 5. The CLI imports ../dist/index.js: run `npm run build` first.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, implementation } from '../lib/index.js';
@@ -126,6 +126,45 @@ describe.runIf(implementation === 'native')('waitprep inspect and reap (native, 
     expect(producer.tryEvict(KEY_A)).toBe('evicted');
     // The CLI processes left no client entry behind.
     expect(producer.inspect().clients.map((c) => c.index)).toEqual([producer.clientIndex]);
+  });
+
+  it('shows an entry whose reaper died mid-reap (exit 1); reap takes it over', async () => {
+    const name = tableName();
+    const producer = open({ name, role: 'producer', create: { capacity: 64 } });
+    producer.publish(producer.reserve(KEY_A), publicationMeta(0, 1));
+    producer.publish(producer.reserve(KEY_B), publicationMeta(1, 2));
+    const holder = startHolder(name, 'consumer', 0);
+    const said = await holder.message;
+    const index = said.clientIndex as number;
+    await kill(holder);
+    // Stage what a reaper SIGKILLed right after claiming the entry leaves: the entry REAPING
+    // with the reaper's pid (a process that has exited), the dead client's pin bits still set.
+    const reaper = spawnSync(process.execPath, ['-e', '']);
+    expect(reaper.status).toBe(0);
+    const serial = BigInt(producer.inspect().clients.find((c) => c.index === index)!.serial);
+    const word = Buffer.alloc(8);
+    word.writeBigUInt64LE((serial << 24n) | (BigInt(reaper.pid!) << 2n) | 3n);
+    const fd = openSync(`/dev/shm/${name}`, 'r+');
+    try {
+      expect(writeSync(fd, word, 0, 8, 256 + index * 64)).toBe(8); // the entry's word (waitprep.h)
+    } finally {
+      closeSync(fd);
+    }
+
+    let run = cliJson(['inspect', name]);
+    expect(run.status, run.stderr).toBe(1);
+    expect(run.report.clients.find((c: any) => c.index === index)).toMatchObject({ state: 'reaping', pid: reaper.pid, liveness: 'dead' });
+    expect(run.report.deadPins.map((p: any) => p.client)).toEqual([index]);
+    expect(cli(['inspect', name]).stdout).toContain(`client ${index} by reaper pid ${reaper.pid} (dead)`);
+    expect(producer.tryEvict(KEY_A)).toBe('pinned');
+
+    run = cliJson(['reap', name]);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.report).toMatchObject({ reaped: 1, pinsReleased: 1, deadPinsAfter: 0 });
+    run = cliJson(['inspect', name]);
+    expect(run.status).toBe(0);
+    expect(run.report.clients.map((c: any) => c.index)).toEqual([producer.clientIndex]);
+    expect(producer.tryEvict(KEY_A)).toBe('evicted');
   });
 
   it('shows a SIGKILLed producer as dead (exit 1); reap frees the role and abandons its reservation', async () => {

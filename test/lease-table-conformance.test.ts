@@ -4,6 +4,7 @@
 // against both and asserts the same values; what only one implementation has
 // (files in /dev/shm, the addon's layout constants, SharedArrayBuffer copies)
 // is in the describes after it.
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -19,7 +20,7 @@ import {
   type OpenLeaseTableOptions,
   type WaitprepErrorCode,
 } from '../lib/index.js';
-import { EXCHANGE, HDR, LAYOUT, MAX_CAPACITY, PROBE_WINDOW, SLOT, SLOT_SIZE, SLOTS_OFFSET, STATUS, WP_ABI_VERSION, WP_MAGIC, segmentSize } from '../lib/lease-table/layout.js';
+import { CLI, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET, EXCHANGE, HDR, LAYOUT, MAX_CAPACITY, PROBE_WINDOW, SLOT, SLOT_SIZE, SLOTS_OFFSET, STATUS, WP_ABI_VERSION, WP_MAGIC, segmentSize } from '../lib/lease-table/layout.js';
 import { nativeAddon } from '../lib/native.js';
 import { TARGET_A, consumer, makeKey, withBackend } from './helpers.js';
 
@@ -919,6 +920,34 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       held.close();
       again.close();
       expect(next.tryEvict(key)).toBe('evicted');
+    });
+
+    it('REAPING left by a reaper that died: the next reap finishes it; a live reaper\'s entry is left alone', () => {
+      const producer = h.create('producer');
+      const victim = h.join(producer, 'consumer');
+      const key = makeKey(1);
+      publish(producer, key);
+      const lease = asLease(victim.tryPin(key));
+      const entry = producer.inspect().clients.find((c) => c.index === victim.clientIndex)!;
+      const wordOffset = CLIENTS_OFFSET + victim.clientIndex * CLIENT_SIZE + CLI.WORD;
+      // The word a reaper writes when it claims the entry: the serial kept, its own pid, REAPING.
+      const reapingBy = (pid: number) => (BigInt(entry.serial) << 24n) | (BigInt(pid) << 2n) | BigInt(CLIENT_STATE.REAPING);
+      // A live reaper (this process's parent) is never taken over.
+      poke(producer, wordOffset, reapingBy(process.ppid));
+      expect(producer.reapDeadClients()).toBe(0);
+      expect(producer.inspect().clients.find((c) => c.index === victim.clientIndex)).toMatchObject({ state: 'reaping', pid: process.ppid });
+      expect(producer.tryEvict(key)).toBe('pinned');
+      // A reaper that died after claiming the entry (its pid is gone): the next reap finishes.
+      const dead = spawnSync(process.execPath, ['-e', '']);
+      expect(dead.status).toBe(0);
+      poke(producer, wordOffset, reapingBy(dead.pid!));
+      expect(producer.reapDeadClients()).toBe(1);
+      expect(producer.inspect().clients.map((c) => c.index)).toEqual([producer.clientIndex]);
+      expect(producer.inspect().slots[0]!.pinHolders).toEqual([]);
+      expect(producer.tryEvict(key)).toBe('evicted');
+      lease.close(); // releases nothing now
+      victim.close();
+      expect(producer.inspect().clients.map((c) => c.index)).toEqual([producer.clientIndex]);
     });
 
     it('an odd device sequence is a write in progress: "device-write-incomplete", never a hit', () => {

@@ -506,7 +506,7 @@ export class JsTableHandle implements TableHandle {
 
   reapDeadClients(): number {
     if (this.closed) return -STATUS.ERR_INVALID_ARGUMENT;
-    const myNs = selfIdentity().pidNs;
+    const { pid: myPid, pidNs: myNs } = selfIdentity();
     const u64 = this.u64;
     let reaped = 0;
     for (let i = 0; i < MAX_CLIENTS; i++) {
@@ -515,30 +515,38 @@ export class JsTableHandle implements TableHandle {
       const wordIndex = (entry + CLI.WORD) >> 3;
       const w = Atomics.load(u64, wordIndex);
       const state = w & CLIENT_STATE_MASK;
-      const active = state === BigInt(CLIENT_STATE.ACTIVE);
-      if (!active && state !== BigInt(CLIENT_STATE.CLAIMING)) continue;
+      if (state === BigInt(CLIENT_STATE.FREE)) continue;
       const pid = Number((w >> 2n) & PID_MASK_N);
-      const startTime = active ? Atomics.load(u64, (entry + CLI.START_TIME) >> 3) : 0n;
-      const ns = active ? Atomics.load(u64, (entry + CLI.PID_NS) >> 3) : myNs;
-      if (ns !== myNs) continue; // another pid namespace: its pids mean nothing here
-      if (!clientIsDead(pid, startTime)) continue;
-      // Claim the reap from the exact snapshot found dead.
-      const reaping = (w & ~CLIENT_STATE_MASK) | BigInt(CLIENT_STATE.REAPING);
+      if (state === BigInt(CLIENT_STATE.REAPING)) {
+        // A REAPING word names its reaper's pid: take over from a reaper that died mid-reap
+        // (table.c says why the pid alone is judged).
+        if (pid === myPid || !clientIsDead(pid, 0n)) continue;
+      } else {
+        const active = state === BigInt(CLIENT_STATE.ACTIVE);
+        const startTime = active ? Atomics.load(u64, (entry + CLI.START_TIME) >> 3) : 0n;
+        const ns = active ? Atomics.load(u64, (entry + CLI.PID_NS) >> 3) : myNs;
+        if (ns !== myNs) continue; // another pid namespace: its pids mean nothing here
+        if (!clientIsDead(pid, startTime)) continue;
+      }
+      // Claim the reap from the exact snapshot found dead, with our pid in the word.
+      const reaping = (w & KEEP_SERIAL) | (BigInt(myPid) << 2n) | BigInt(CLIENT_STATE.REAPING);
       if (Atomics.compareExchange(u64, wordIndex, w, reaping) !== w) continue;
       this.releaseClientPins(i);
       const producerWord = BigInt(i + 1) | ((w >> SERIAL_SHIFT) << 8n);
       if (Atomics.load(u64, HDR.PRODUCER >> 3) === producerWord) {
-        // A dead producer: settle its slots before the role is freed (only the reaper that won
+        // A dead producer: settle its slots before the role is freed (only the reaper holding
         // the REAPING claim gets here), then free the role.
         this.settleProducerSlots();
         Atomics.compareExchange(u64, HDR.PRODUCER >> 3, producerWord, 0n);
       }
-      Atomics.store(u64, wordIndex, w & KEEP_SERIAL); // FREE, serial kept
+      // FREE (serial kept) by CAS from our own REAPING word, as in table.c.
+      if (Atomics.compareExchange(u64, wordIndex, reaping, w & KEEP_SERIAL) !== reaping) continue;
       Atomics.add(u64, HDR.REAPED >> 3, 1n);
       reaped++;
     }
     return reaped;
   }
+
 
   private producerWord(): bigint {
     return BigInt(this.client + 1) | ((this.clientWord >> SERIAL_SHIFT) << 8n);

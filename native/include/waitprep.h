@@ -26,6 +26,7 @@
  *
  * Client entry (64 bytes):
  *   0  word u64 (atomic): state (2 bits) | pid (22 bits) << 2 | serial (40 bits) << 24
+ *      (in state REAPING the pid is the reaper's: a reaper that died mid-reap is taken over)
  *   8  start_time u64   (process start time, clock ticks since boot, /proc/PID/stat field 22)
  *   16 pid_ns u64       (inode of /proc/PID/ns/pid: clients of other namespaces are never reaped)
  *   24 flags u32        (WP_CLIENT_PRODUCER)

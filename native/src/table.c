@@ -226,7 +226,8 @@ static void settle_producer_slots(wp_table *t) {
 
 int wp_reap_dead_clients(wp_table *t) {
   if (t == NULL) return -WP_ERR_INVALID_ARGUMENT;
-  uint64_t my_ns = pid_namespace((uint32_t)getpid());
+  uint32_t my_pid = (uint32_t)getpid();
+  uint64_t my_ns = pid_namespace(my_pid);
   int reaped = 0;
   for (uint32_t i = 0; i < WP_MAX_CLIENTS; i++) {
     if (i == t->client) continue;
@@ -234,31 +235,49 @@ int wp_reap_dead_clients(wp_table *t) {
     uint64_t *word = (uint64_t *)(entry + WP_CLI_WORD);
     uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
     uint64_t state = w & CLIENT_STATE_MASK;
-    if (state != WP_CLIENT_ACTIVE && state != WP_CLIENT_CLAIMING) continue;
+    if (state == WP_CLIENT_FREE) continue;
     uint32_t pid = (uint32_t)((w >> 2) & PID_MASK);
-    uint64_t start_time = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED) : 0;
-    uint64_t ns = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED) : my_ns;
-    if (ns != my_ns) continue; /* another pid namespace: its pids mean nothing here */
-    if (!client_is_dead(pid, start_time)) continue;
-    /* Claim the reap from the exact snapshot found dead, so two reapers never both clean,
-     * and a new client that took the entry since is never touched. acq_rel: see the dead
-     * client's writes; order our cleanup after the claim. */
-    uint64_t reaping = (w & ~CLIENT_STATE_MASK) | WP_CLIENT_REAPING;
+    if (state == WP_CLIENT_REAPING) {
+      /* A REAPING word names its reaper's pid. A reaper that died mid-reap (absent, or a
+       * zombie) left the entry half-cleaned; finish its work. Only the pid is judged (no
+       * start time is kept for reapers), so a reused pid looks alive and the entry waits: the
+       * safe side. A reaper of another pid namespace (possible only for an entry that died
+       * CLAIMING, which holds no pins and never the producer role) may look dead while it
+       * runs; two reapers of such an entry only clear bits nobody holds, and each frees the
+       * entry by CAS from its own REAPING word, so neither can free a new client's entry. */
+      if (pid == my_pid || !client_is_dead(pid, 0)) continue;
+    } else {
+      uint64_t start_time = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED) : 0;
+      uint64_t ns = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED) : my_ns;
+      if (ns != my_ns) continue; /* another pid namespace: its pids mean nothing here */
+      if (!client_is_dead(pid, start_time)) continue;
+    }
+    /* Claim the reap from the exact snapshot found dead (a dead client's word, or a dead
+     * reaper's), writing our pid into it, so two reapers never both clean, and a new client
+     * that took the entry since is never touched. acq_rel: see the dead client's (or dead
+     * reaper's) writes; order our cleanup after the claim. */
+    uint64_t reaping = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | (uint64_t)my_pid << 2 | WP_CLIENT_REAPING;
     if (!__atomic_compare_exchange_n(word, &w, reaping, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+    /* Idempotent from here on, so a reaper taking over redoes it all. */
     release_client_pins(t, i);
     uint64_t producer_word = (uint64_t)(i + 1) | (w >> SERIAL_SHIFT) << 8;
     if (__atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == producer_word) {
       /* A dead producer: abandon its reservations and roll back its eviction now, before
        * the role is freed, so no new producer can be working on these slots meanwhile and
        * consumers stop seeing 'preparing' for keys nobody will publish. Only the reaper
-       * that won the REAPING claim gets here. */
+       * holding the REAPING claim gets here (a producer entry died ACTIVE, so its reaper
+       * shares our pid namespace and its death was judged by a meaningful pid). */
       settle_producer_slots(t);
       uint64_t expected = producer_word;
       /* seq_cst: the producer word is a handshake with claim_producer's CAS. */
       __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
     }
-    /* release: a later claimant of this entry sees our cleanup done. */
-    __atomic_store_n(word, (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE, __ATOMIC_RELEASE);
+    /* FREE by CAS from our own REAPING word: if another reaper took over (it judged us dead
+     * wrongly, see above), it frees the entry, and we never free one a new client claimed.
+     * release: a later claimant of this entry sees our cleanup done. */
+    uint64_t expected = reaping;
+    uint64_t freed = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE;
+    if (!__atomic_compare_exchange_n(word, &expected, freed, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) continue;
     __atomic_fetch_add(u64_at(t, WP_HDR_REAPED), 1, __ATOMIC_RELAXED); /* a statistic */
     reaped++;
   }

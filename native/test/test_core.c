@@ -5,6 +5,7 @@
  *   test_core unit      protocol cases in one process
  *   test_core stress    1 producer thread + 3 pinner threads, each its own client
  *   test_core reap      a forked child pins, is SIGKILLed, and is reaped
+ *   test_core reaper    a reaper is SIGKILLed mid-reap; the next reap finishes its work
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "waitprep.h"
@@ -254,11 +256,126 @@ static void test_reap(void) {
   wp_unlink(name);
 }
 
+/* ---- reaper: a reaper killed mid-reap is taken over -------------------------------------- */
+
+/* The client word of entry i, in the mapped segment (tests write it to stage a crash). */
+static uint64_t *client_word(wp_table *t, uint32_t i) {
+  size_t size = 0;
+  uint8_t *base = (uint8_t *)wp_segment(t, &size);
+  return (uint64_t *)(base + WP_HEADER_SIZE + (size_t)i * WP_CLIENT_SIZE + WP_CLI_WORD);
+}
+
+/* Forks a client that opens `name`, pins digest d (host) and waits; returns its pid once it
+ * holds the pin, and its client index through *index. */
+static pid_t fork_pinner(const char *name, const uint8_t d[32], int *index) {
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    wp_table *c = NULL;
+    wp_lease lease;
+    if (wp_open(name, 0, 0, &c) != WP_OK || wp_try_pin(c, d, NULL, &lease) != WP_OK) _exit(2);
+    int i = wp_client_index(c);
+    if (write(ready[1], &i, sizeof i) != sizeof i) _exit(3);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  *index = -1;
+  CHECK(read(ready[0], index, sizeof *index) == sizeof *index);
+  close(ready[0]);
+  return child;
+}
+
+static void kill_and_wait(pid_t pid) {
+  kill(pid, SIGKILL);
+  int status;
+  waitpid(pid, &status, 0);
+}
+
+static int entries_in_state(wp_table *t, uint64_t state) {
+  int n = 0;
+  for (uint32_t i = 0; i < WP_MAX_CLIENTS; i++) n += (__atomic_load_n(client_word(t, i), __ATOMIC_ACQUIRE) & 3u) == state;
+  return n;
+}
+
+static void test_reaper(void) {
+  char name[96];
+  table_name(name, sizeof name, "reaper");
+  wp_table *p = NULL;
+  /* Large enough that clearing a client's bit in every slot takes a while (the window in which
+   * a reaper can be killed mid-reap). */
+  const uint32_t capacity = 1u << 19;
+  wp_open_options options = {capacity, 0600};
+  CHECK_RC(wp_open_ex(name, 1, &options, &p), WP_OK);
+  if (p == NULL) return;
+  publish(p, 1);
+  uint8_t d[32];
+  digest_for(1, d);
+
+  /* Staged, deterministic: a dead client's entry left REAPING by a reaper that has exited. */
+  int victim_index;
+  pid_t victim = fork_pinner(name, d, &victim_index);
+  kill_and_wait(victim);
+  pid_t reaper = fork();
+  if (reaper == 0) _exit(0);
+  kill_and_wait(reaper); /* now an absent pid: a reaper that died */
+  uint64_t *word = client_word(p, (uint32_t)victim_index);
+  uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  uint64_t staged = (w & ~3ull & ~(((1ull << 22) - 1) << 2)) | (uint64_t)reaper << 2 | WP_CLIENT_REAPING;
+  __atomic_store_n(word, staged, __ATOMIC_RELEASE);
+  CHECK_RC(wp_try_evict(p, d), WP_PINNED); /* the dead client's bit is still set */
+  CHECK(wp_reap_dead_clients(p) == 1);
+  CHECK((__atomic_load_n(word, __ATOMIC_ACQUIRE) & 3u) == WP_CLIENT_FREE);
+  CHECK_RC(wp_try_evict(p, d), WP_OK);
+  publish(p, 1);
+
+  /* Real: a reaper process SIGKILLed at a random moment of its reap, many times. Wherever it
+   * died, the next reap must leave no REAPING entry and no dead client's bit. */
+  unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+  int rounds = 24, caught = 0;
+  for (int round = 0; round < rounds; round++) {
+    victim = fork_pinner(name, d, &victim_index);
+    kill_and_wait(victim);
+    int go[2];
+    CHECK(pipe(go) == 0);
+    reaper = fork();
+    if (reaper == 0) {
+      close(go[1]);
+      wp_table *r = NULL;
+      if (wp_open(name, 0, 0, &r) != WP_OK) _exit(2);
+      char byte;
+      if (read(go[0], &byte, 1) != 1) _exit(3);
+      wp_reap_dead_clients(r);
+      pause(); /* killed here if not before */
+      _exit(0);
+    }
+    close(go[0]);
+    usleep(2000); /* let it open (an unopened reaper is simply a reaper that did nothing) */
+    char byte = 1;
+    CHECK(write(go[1], &byte, 1) == 1);
+    usleep((useconds_t)(rand_r(&seed) % 12000)); /* before, during or after its reap (~10 ms here) */
+    kill_and_wait(reaper);
+    close(go[1]);
+    caught += entries_in_state(p, WP_CLIENT_REAPING) > 0;
+    wp_reap_dead_clients(p);
+    CHECK(entries_in_state(p, WP_CLIENT_REAPING) == 0);
+    CHECK(entries_in_state(p, WP_CLIENT_ACTIVE) == 1); /* only the producer */
+    CHECK_RC(wp_try_evict(p, d), WP_OK);
+    publish(p, 1);
+  }
+  printf("test_core reaper: %d of %d reapers were killed mid-reap and taken over\n", caught, rounds);
+  wp_close(p);
+  wp_unlink(name);
+}
+
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
   if (!strcmp(which, "unit") || !strcmp(which, "all")) test_unit();
   if (!strcmp(which, "stress") || !strcmp(which, "all")) test_stress(argc > 2 ? strtoull(argv[2], NULL, 10) : 200000);
   if (!strcmp(which, "reap") || !strcmp(which, "all")) test_reap();
+  if (!strcmp(which, "reaper") || !strcmp(which, "all")) test_reaper();
   if (failures == 0) printf("test_core %s: all checks passed\n", which);
   return failures == 0 ? 0 : 1;
 }
