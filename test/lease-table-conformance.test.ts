@@ -1143,6 +1143,39 @@ if (nativeAddon !== null) {
       expect(fs.existsSync(shmPath(name))).toBe(false);
     });
 
+    it('the exchange buffer must be a BigUint64Array: other typed arrays of that length are refused', () => {
+      for (const wrong of [new Uint8Array(EXCHANGE.WORDS), new BigInt64Array(EXCHANGE.WORDS), new Float64Array(EXCHANGE.WORDS)]) {
+        const name = uniqueName('exchange-type');
+        nativeNames.add(name);
+        expect(addon.open(name, true, 8, 0o600, wrong as never)[0]).toBe(STATUS.ERR_INVALID_ARGUMENT);
+        expect(fs.existsSync(shmPath(name))).toBe(false);
+      }
+    });
+
+    it('a bound wake-path function kept after its handle was collected answers ERR_INVALID_ARGUMENT', () => {
+      // In a child with --expose-gc (from dist/: run `npm run build` first): drop the handle's
+      // External, collect it (its finalizer closes the table), then call the kept functions.
+      const name = uniqueName('bound');
+      nativeNames.add(name);
+      const dist = new URL('../dist/', import.meta.url).href;
+      const script = `
+        const { nativeAddon } = await import(${JSON.stringify(dist + 'native.js')});
+        const { EXCHANGE } = await import(${JSON.stringify(dist + 'lease-table/layout.js')});
+        let [status, h, pinHost, pinDevice, unpin] = nativeAddon.open(${JSON.stringify(name)}, true, 8, 0o600, new BigUint64Array(EXCHANGE.WORDS));
+        const before = pinHost();
+        h = null;
+        for (let i = 0; i < 10; i++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 5)); }
+        console.log(JSON.stringify({ status, before, after: [pinHost(), pinDevice()], unpin: unpin() ?? null }));`;
+      const child = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+      expect(child.status, child.stderr).toBe(0);
+      expect(JSON.parse(child.stdout)).toEqual({
+        status: STATUS.OK,
+        before: STATUS.MISS_ABSENT,
+        after: [STATUS.ERR_INVALID_ARGUMENT, STATUS.ERR_INVALID_ARGUMENT],
+        unpin: null,
+      });
+    });
+
     it('a native table of capacity N is a /dev/shm file of segmentSize(N) bytes', () => {
       for (const capacity of [1, 7, 8, 9, 1000]) {
         const name = uniqueName('size');

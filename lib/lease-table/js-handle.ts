@@ -597,10 +597,15 @@ export class JsTableHandle implements TableHandle {
     const old = this.leaseCap;
     const cap = old ? old * 2 : 256;
     if (cap > MAX_LEASE_RECORDS) return false;
-    const slot = new Uint32Array(cap);
-    const gen = new Uint32Array(cap);
-    const next = new Uint32Array(cap);
-    const live = new Uint8Array(cap);
+    let slot: Uint32Array<ArrayBuffer>, gen: Uint32Array<ArrayBuffer>, next: Uint32Array<ArrayBuffer>, live: Uint8Array<ArrayBuffer>;
+    try {
+      slot = new Uint32Array(cap);
+      gen = new Uint32Array(cap);
+      next = new Uint32Array(cap);
+      live = new Uint8Array(cap);
+    } catch {
+      return false; // out of memory: the pin becomes a 'contended' miss and its bit is undone, as in C
+    }
     slot.set(this.leaseSlot);
     gen.set(this.leaseGen);
     next.set(this.leaseNext);
@@ -676,8 +681,9 @@ export class JsTableHandle implements TableHandle {
    * JavaScript a 64-bit Atomics.load is a builtin call that allocates a
    * BigInt, and this order needs one per hit instead of two. The price is a
    * brief stray bit on a slot that turns out not to be READY (`preparing` and
-   * `evicting` misses), which an evictor reads as "pinned, retry": the same
-   * transient table.c leaves when a pinner loses the race.
+   * `evicting` misses), which an evictor reads as "pinned, retry" (table.c
+   * leaves one only when a pinner loses a race), and no `contended` from a
+   * lost race: the one read's state is reported instead.
    */
   tryPin(digest: Uint8Array, device: Uint8Array | null, words?: Uint32Array): number {
     if (this.closed) return STATUS.ERR_INVALID_ARGUMENT;

@@ -40,7 +40,11 @@ export function openNativeHandle(
 ): { status: number; handle: TableHandle | null } {
   const exchange = new BigUint64Array(EXCHANGE.WORDS);
   const [status, h, pinHost, pinDevice, unpinBound] = addon.open(options.name, options.producer, options.createCapacity, options.mode, exchange);
-  if (status !== 0 || pinHost === undefined) return { status, handle: null };
+  if (status !== 0) return { status, handle: null };
+  if (pinHost === undefined || pinDevice === undefined || unpinBound === undefined) {
+    addon.close(h);
+    return { status: STATUS.ERR_SYSTEM, handle: null };
+  }
   const info = addon.describe(h);
   // The inputs of the wake path, written here and read by the bound C callbacks.
   const in32 = new Uint32Array(exchange.buffer);
@@ -56,9 +60,9 @@ export function openNativeHandle(
     if (device === null) return pinHost();
     if (device.length !== 40) return STATUS_INVALID;
     in8.set(device, DEVICE8);
-    return pinDevice!();
+    return pinDevice();
   };
-  // This object keeps the External `h` alive as long as the bound functions (see addon.cc).
+  // `exchange` stays private to this handle and is never detached: the addon keeps a pointer to it.
   const handle: TableHandle = {
     out: exchange,
     capacity: info.capacity,
@@ -82,7 +86,7 @@ export function openNativeHandle(
       in32[SLOT32] = slot;
       in32[TOKEN32] = index;
       in32[TOKEN32 + 1] = generation;
-      unpinBound!();
+      unpinBound();
     },
     reserve: (digest) => addon.reserve(h, digest),
     publish: (slot, generation, meta) => addon.publish(h, slot, generation, meta),

@@ -27,11 +27,20 @@ constexpr uint32_t kUnpinTokenWord = 18;
 constexpr uint32_t kExchangeWords = 19;
 static_assert(kDeviceWord * 8 + sizeof(wp_device_record) <= kUnpinSlotWord * 8, "device record overlaps the unpin words");
 
+// One open table. Owned jointly by the handle's External and its three bound wake-path
+// functions (four references): each one's finalizer drops one, and the last deletes the
+// Handle, so a bound function kept after its External was collected still finds it (closed).
+// Finalizers of one environment run on its thread: a plain count suffices.
 struct Handle {
   wp_table *table = nullptr;
   Napi::Reference<Napi::BigUint64Array> out_ref;
   uint64_t *out = nullptr;
+  int refs = 0;
 };
+
+void Release(Handle *h) {
+  if (--h->refs == 0) delete h;
+}
 
 // Handles opened in one environment (the main thread or a worker_thread).
 // When the environment goes away, the cleanup hook closes what is still open,
@@ -63,9 +72,8 @@ const uint8_t *BytesOf(const Napi::Value &v) {
 // handle (the function's data pointer), taking no arguments: node-addon-api's
 // wrapper (CallbackInfo, typed wrappers) and converting arguments each cost
 // more than the pin itself. Their inputs are in the exchange buffer.
-// They are created by open() together with the handle's External, and the
-// JavaScript handle object keeps all of them, so a bound function is never
-// reachable after the External's finalizer freed its Handle.
+// Each holds a reference to its Handle (see Handle); after close() they
+// answer WP_ERR_INVALID_ARGUMENT.
 
 Handle *BoundHandle(napi_env env, napi_callback_info cbinfo) {
   void *data = nullptr;
@@ -122,6 +130,8 @@ napi_value UnpinRaw(napi_env env, napi_callback_info cbinfo) {
 napi_value Bind(napi_env env, const char *name, napi_callback cb, Handle *h) {
   napi_value fn;
   napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, h, &fn);
+  napi_add_finalizer(
+      env, fn, h, [](napi_env, void *data, void *) { Release(static_cast<Handle *>(data)); }, nullptr, nullptr);
   return fn;
 }
 
@@ -130,9 +140,13 @@ Napi::Value Open(const Napi::CallbackInfo &info) {
   std::string name = info[0].As<Napi::String>().Utf8Value();
   bool producer = info[1].As<Napi::Boolean>().Value();
   wp_open_options options{info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value()};
-  auto out = info[4].As<Napi::BigUint64Array>();
+  // The exchange buffer: a BigUint64Array of at least kExchangeWords words, which the caller
+  // keeps private and never detaches (the Handle keeps a raw pointer to its memory).
+  Napi::Value exchange = info[4];
+  bool usable = exchange.IsTypedArray() && exchange.As<Napi::TypedArray>().TypedArrayType() == napi_biguint64_array &&
+                exchange.As<Napi::TypedArray>().ElementLength() >= kExchangeWords;
   wp_table *table = nullptr;
-  int rc = out.ElementLength() < kExchangeWords ? WP_ERR_INVALID_ARGUMENT : wp_open_ex(name.c_str(), producer ? 1 : 0, &options, &table);
+  int rc = usable ? wp_open_ex(name.c_str(), producer ? 1 : 0, &options, &table) : WP_ERR_INVALID_ARGUMENT;
   Napi::Array result = Napi::Array::New(env, 5);
   result.Set(0u, Napi::Number::New(env, rc));
   if (rc != WP_OK) {
@@ -142,12 +156,14 @@ Napi::Value Open(const Napi::CallbackInfo &info) {
   auto *instance = env.GetInstanceData<Instance>();
   auto *h = new Handle();
   h->table = table;
+  auto out = exchange.As<Napi::BigUint64Array>();
   h->out_ref = Napi::Persistent(out);
   h->out = out.Data();
+  h->refs = 4; // the External and the three bound functions
   instance->open.insert(h);
   auto external = Napi::External<Handle>::New(env, h, [](Napi::Env env, Handle *h) {
     CloseHandle(env.GetInstanceData<Instance>(), h);
-    delete h;
+    Release(h);
   });
   result.Set(1u, external);
   result.Set(2u, Bind(env, "pinHost", PinHostRaw, h));
