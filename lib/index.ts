@@ -44,7 +44,7 @@ export {
   type DeviceWrite,
   type Reservation,
 } from './lease-table/table.js';
-export type { TableInspection, SlotInspection, ClientInspection } from './lease-table/inspect.js';
+export type { TableInspection, SlotInspection, ClientInspection, TableSummary } from './lease-table/inspect.js';
 export { cudaDevices, type CudaDevice, type CudaDevices } from './cuda.js';
 export { implementation, implementationReason, nativeLoadError, nativeLibraryPath, type Implementation } from './native.js';
 export type {

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
 import { WaitprepError, describe, invalidArgument } from './errors.js';
 import { isObject } from './internal/validate.js';
-import type { TableInspection } from './lease-table/inspect.js';
+import { summarizeInspection, type TableInspection, type TableSummary } from './lease-table/inspect.js';
 import type { WaitCoordinator } from './coordinator.js';
 import type { CoordinatorStats } from './types.js';
 
@@ -20,8 +20,11 @@ export interface MetricsRegistry {
 export interface RegisterMetricsOptions {
   /** The prom-client `Registry` to register into (no implicit global registry). */
   registry: MetricsRegistry;
-  /** A lease table (or anything with its `inspect()`) whose slots and clients to report too. */
-  table?: { inspect(): TableInspection };
+  /**
+   * A lease table whose slots and clients to report too: read at scrape with its `summary()`
+   * (counts read in place), or, for an object that has only `inspect()`, from a full inspection.
+   */
+  table?: MetricsTable;
   /**
    * Constant labels on every series of this registration, e.g. `{ engine: 'e0' }`.
    * Required to put several coordinators on one registry: every registration
@@ -131,36 +134,39 @@ const COORDINATOR_METRICS: ReadonlyArray<MetricSpec<CoordinatorStats>> = [
   },
 ];
 
-const TABLE_METRICS: ReadonlyArray<MetricSpec<TableInspection>> = [
+/** What registerMetrics reads a table through: a LeaseTable, or anything with `summary()` or `inspect()`. */
+export type MetricsTable = { summary(): TableSummary } | { inspect(): TableInspection };
+
+function tableSummary(table: MetricsTable): TableSummary {
+  return 'summary' in table && typeof table.summary === 'function' ? table.summary() : summarizeInspection((table as { inspect(): TableInspection }).inspect());
+}
+
+const TABLE_METRICS: ReadonlyArray<MetricSpec<TableSummary>> = [
   {
     name: 'waitprep_table_slots',
     help: 'Lease table slots by state.',
     kind: 'gauge',
     labelNames: ['state'],
-    read: (t) => {
-      const count = { reserved: 0, ready: 0, evicting: 0 };
-      for (const slot of t.slots) count[slot.state]++;
-      return [
-        [{ state: 'free' }, t.capacity - count.reserved - count.ready - count.evicting],
-        [{ state: 'reserved' }, count.reserved],
-        [{ state: 'ready' }, count.ready],
-        [{ state: 'evicting' }, count.evicting],
-      ];
-    },
+    read: (t) => [
+      [{ state: 'free' }, t.slots.free],
+      [{ state: 'reserved' }, t.slots.reserved],
+      [{ state: 'ready' }, t.slots.ready],
+      [{ state: 'evicting' }, t.slots.evicting],
+    ],
   },
   {
     name: 'waitprep_table_pinned_slots',
     help: 'Lease table slots holding at least one pin.',
     kind: 'gauge',
     labelNames: [],
-    read: (t) => [[NO_LABELS, t.slots.reduce((n, slot) => n + (slot.pinHolders.length > 0 ? 1 : 0), 0)]],
+    read: (t) => [[NO_LABELS, t.pinnedSlots]],
   },
   {
     name: 'waitprep_table_clients',
     help: 'Clients registered in the lease table (the producer included).',
     kind: 'gauge',
     labelNames: [],
-    read: (t) => [[NO_LABELS, t.clients.length]],
+    read: (t) => [[NO_LABELS, t.clients.claiming + t.clients.active + t.clients.reaping]],
   },
   {
     name: 'waitprep_table_reaped_clients_total',
@@ -174,7 +180,7 @@ const TABLE_METRICS: ReadonlyArray<MetricSpec<TableInspection>> = [
 /** One registerMetrics call: where it reads, its labels, and what it last reported. */
 interface Source {
   readonly coordinator: StatsSource;
-  readonly table: { inspect(): TableInspection } | null;
+  readonly table: MetricsTable | null;
   readonly labels: Labels;
   /** Per metric, per series key: the labels and the value last reported (a counter's baseline). */
   readonly series: Map<Metric, Map<string, { labels: Labels; value: number }>>;
@@ -218,7 +224,7 @@ function promClient(): Prom {
 /**
  * Registers Prometheus metrics of a coordinator (and optionally of a lease
  * table) into a prom-client registry. Nothing is counted per event: every
- * value is read at scrape, from `coordinator.stats()` and `table.inspect()`,
+ * value is read at scrape, from `coordinator.stats()` and `table.summary()`,
  * through prom-client's `collect()` callbacks. Counters follow the
  * coordinator's own counters (each scrape adds what they grew by since the
  * last); gauges are set to the current value.
@@ -232,7 +238,7 @@ function promClient(): Prom {
  * `waitprep_waiting_consumers`. With `table`: `waitprep_table_slots{state}`
  * (`free` | `reserved` | `ready` | `evicting`), `waitprep_table_pinned_slots`,
  * `waitprep_table_clients`, `waitprep_table_reaped_clients_total`. A table
- * that fails to inspect (closed) drops its series from the scrape.
+ * that cannot be read (closed) drops its series from the scrape.
  *
  * Several coordinators share a registry by giving each distinct `labels` with
  * the same label names (`{ engine: 'e0' }`, `{ engine: 'e1' }`); without
@@ -258,8 +264,8 @@ export function registerMetrics(coordinator: StatsSource, options: RegisterMetri
       typeof registry.getSingleMetric !== 'function' || typeof registry.removeSingleMetric !== 'function') {
     throw invalidArgument('options.registry', 'a prom-client Registry', registry);
   }
-  if (table !== undefined && (!isObject(table) || typeof table.inspect !== 'function')) {
-    throw invalidArgument('options.table', 'a LeaseTable (an object with inspect())', table);
+  if (table !== undefined && (!isObject(table) || (typeof (table as { summary?: unknown }).summary !== 'function' && typeof (table as { inspect?: unknown }).inspect !== 'function'))) {
+    throw invalidArgument('options.table', 'a LeaseTable (an object with summary() or inspect())', table);
   }
   const labels = checkLabels(given);
   const prom = promClient();
@@ -313,7 +319,7 @@ export function registerMetrics(coordinator: StatsSource, options: RegisterMetri
 }
 
 function makeTableMetrics(prom: Prom, group: Group): Metric[] {
-  return makeMetrics(prom, group, TABLE_METRICS, (source) => source.table?.inspect() ?? null);
+  return makeMetrics(prom, group, TABLE_METRICS, (source) => (source.table === null ? null : tableSummary(source.table)));
 }
 
 function checkLabels(given: unknown): Labels {

@@ -21,6 +21,7 @@ import {
   type WaitprepErrorCode,
 } from '../lib/index.js';
 import { CLI, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET, EXCHANGE, HDR, LAYOUT, MAX_CAPACITY, PROBE_WINDOW, SLOT, SLOT_SIZE, SLOTS_OFFSET, STATUS, WP_ABI_VERSION, WP_MAGIC, segmentSize } from '../lib/lease-table/layout.js';
+import { summarizeInspection } from '../lib/lease-table/inspect.js';
 import { nativeAddon } from '../lib/native.js';
 import { TARGET_A, consumer, makeKey, withBackend } from './helpers.js';
 
@@ -987,6 +988,39 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
   });
 
   describe('inspect()', () => {
+    it('summary() counts what inspect() lists, read in place', () => {
+      const producer = h.create('producer', 32);
+      const reader = h.join(producer, 'consumer');
+      const other = h.join(producer, 'consumer');
+      const a = publish(producer, makeKey(1));
+      publish(producer, makeKey(2));
+      const c = publish(producer, makeKey(3));
+      producer.reserve(makeKey(4));
+      const lease = asLease(reader.tryPin(makeKey(1)));
+      const lease2 = asLease(other.tryPin(makeKey(2)));
+      poke(producer, slotOffset(c.slot, SLOT.STATE_GEN), (c.generation << 8n) | 3n); // EVICTING
+      const summary = producer.summary();
+      expect(summary).toEqual({
+        capacity: 32,
+        slots: { free: 28, reserved: 1, ready: 2, evicting: 1 },
+        pinnedSlots: 2,
+        clients: { claiming: 0, active: 3, reaping: 0 },
+        producer: producer.clientIndex,
+        reapedClients: 0n,
+      });
+      expect(summarizeInspection(reader.inspect())).toEqual(summary);
+      expect(reader.summary()).toEqual(summary);
+      lease.close();
+      lease2.close();
+      other.close();
+      expect(producer.summary()).toMatchObject({ pinnedSlots: 0, clients: { active: 2 } });
+      expect(a.slot).toBeGreaterThanOrEqual(0);
+      producer.close();
+      expect(reader.summary()).toMatchObject({ producer: null, slots: { reserved: 0, evicting: 0 } });
+      reader.close();
+      expectCode(() => reader.summary(), 'ERR_CLOSED');
+    });
+
     it('lists capacity, ABI version, producer, clients, and a READY slot with its pin holders', () => {
       const { producer, consumer: reader } = pair(h, 32);
       const key = makeKey(1);

@@ -35,5 +35,16 @@ export interface TableHandle {
   clientPins(slot: number): number;
   /** A read-only view of the whole segment, for inspection. */
   segment(): Uint8Array;
+  /** Monitoring counts read in place (wp_summarize), or null when the handle is closed. */
+  summary(): RawSummary | null;
   close(): void;
+}
+
+/** wp_summary: counts by slot state and by client state (indexed by their codes), pinned slots, the producer's client index (-1: none), reaped clients. */
+export interface RawSummary {
+  slots: number[];
+  pinnedSlots: number;
+  clients: number[];
+  producer: number;
+  reapedClients: bigint;
 }

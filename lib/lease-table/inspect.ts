@@ -41,6 +41,33 @@ export interface TableInspection {
   slots: SlotInspection[];
 }
 
+/** What {@link LeaseTable.summary} reports: counts for monitoring, read in place. */
+export interface TableSummary {
+  capacity: number;
+  slots: { free: number; reserved: number; ready: number; evicting: number };
+  /** Slots holding at least one pin. */
+  pinnedSlots: number;
+  /** Registered client entries by state (the producer included). */
+  clients: { claiming: number; active: number; reaping: number };
+  /** The producer's client index, or `null` when there is none. */
+  producer: number | null;
+  reapedClients: bigint;
+}
+
+/** The same counts from a full inspection. */
+export function summarizeInspection(view: TableInspection): TableSummary {
+  const slots = { free: 0, reserved: 0, ready: 0, evicting: 0 };
+  let pinnedSlots = 0;
+  for (const slot of view.slots) {
+    slots[slot.state]++;
+    if (slot.pinHolders.length > 0) pinnedSlots++;
+  }
+  slots.free = view.capacity - slots.reserved - slots.ready - slots.evicting;
+  const clients = { claiming: 0, active: 0, reaping: 0 };
+  for (const client of view.clients) clients[client.state]++;
+  return { capacity: view.capacity, slots, pinnedSlots, clients, producer: view.producer, reapedClients: view.reapedClients };
+}
+
 const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
 const SLOT_STATES = ['free', 'reserved', 'ready', 'evicting'] as const;
 

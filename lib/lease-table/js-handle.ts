@@ -32,7 +32,7 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import { isMainThread, threadId } from 'node:worker_threads';
-import type { TableHandle } from './handle.js';
+import type { RawSummary, TableHandle } from './handle.js';
 import {
   CLI,
   CLIENT_PRODUCER,
@@ -789,6 +789,28 @@ export class JsTableHandle implements TableHandle {
 
   segment(): Uint8Array {
     return new Uint8Array(this.buffer, 0, segmentSize(this.capacity));
+  }
+
+  /** wp_summarize: counts read in place, each word with a plain 32-bit read (monitoring only). */
+  summary(): RawSummary | null {
+    if (this.closed) return null;
+    const u32 = this.u32;
+    const slots = [0, 0, 0, 0];
+    let pinnedSlots = 0;
+    for (let s = 0, base = SLOTS_U32; s < this.capacity; s++, base += SLOT_U32) {
+      slots[u32[base]! & 3]!++; // the state byte is the low byte of the state word's low half
+      if ((u32[base + MASK_U32]! | u32[base + MASK_U32 + 1]!) !== 0) pinnedSlots++;
+    }
+    const clients = [0, 0, 0, 0];
+    for (let i = 0; i < MAX_CLIENTS; i++) clients[u32[(CLIENTS_OFFSET + i * CLIENT_SIZE + CLI.WORD) >> 2]! & 3]!++;
+    const producer = Atomics.load(this.u64, HDR.PRODUCER >> 3);
+    return {
+      slots,
+      pinnedSlots,
+      clients,
+      producer: producer === 0n ? -1 : Number(producer & 0xffn) - 1,
+      reapedClients: Atomics.load(this.u64, HDR.REAPED >> 3),
+    };
   }
 
   // ---- producer side ----

@@ -1,4 +1,4 @@
-import type { TableHandle } from './handle.js';
+import type { RawSummary, TableHandle } from './handle.js';
 import { EXCHANGE, STATUS } from './layout.js';
 
 const STATUS_INVALID = STATUS.ERR_INVALID_ARGUMENT;
@@ -28,6 +28,8 @@ export interface NativeTableAddon {
   clientPins(h: unknown, slot: number): number;
   describe(h: unknown): { capacity: number; clientIndex: number; producer: boolean };
   segment(h: unknown): Uint8Array;
+  /** A status number when the handle is closed. */
+  summary(h: unknown): RawSummary | number;
   pinLoop(h: unknown, digest: Uint8Array, iterations: bigint): bigint;
   unlink(name: string): number;
   cudaDevices(): { devices: Array<{ ordinal: number; uuid: Uint8Array }> | null; reason?: string };
@@ -96,6 +98,10 @@ export function openNativeHandle(
     reapDeadClients: () => addon.reapDeadClients(h),
     clientPins: (slot) => addon.clientPins(h, slot),
     segment: () => addon.segment(h),
+    summary: () => {
+      const sum = addon.summary(h);
+      return typeof sum === 'number' ? null : sum;
+    },
     close: () => addon.close(h),
   };
   return { status, handle };

@@ -201,6 +201,19 @@ uint64_t wp_slot_pin_mask(const wp_table *t, uint32_t slot);
 uint32_t wp_client_pins(const wp_table *t, uint32_t slot);
 /* The mapped segment, for read-only inspection. */
 const void *wp_segment(const wp_table *t, size_t *size);
+/* Counts for monitoring, read in place (no copy of the segment): slots by state (indexed by
+ * WP_SLOT_*), slots whose pin mask is non-zero, client entries by state (indexed by
+ * WP_CLIENT_*), the reaped-clients counter, and the producer's client index (-1: none). Each
+ * word is read atomically but the whole is not one snapshot. WP_OK, or
+ * WP_ERR_INVALID_ARGUMENT for a NULL argument. */
+typedef struct {
+  uint32_t slots[4];
+  uint32_t pinned_slots;
+  uint32_t clients[4];
+  int32_t producer_client;
+  uint64_t reaped_clients;
+} wp_summary;
+int wp_summarize(const wp_table *t, wp_summary *out);
 /* Pins `iterations` times then unpins, in C with no JS crossing (the benchmark's floor).
  * Returns the number of successful pins. */
 uint64_t wp_pin_loop(wp_table *t, const uint8_t digest[32], uint64_t iterations);

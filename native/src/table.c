@@ -765,6 +765,26 @@ const void *wp_segment(const wp_table *t, size_t *size) {
   return t->base;
 }
 
+int wp_summarize(const wp_table *t, wp_summary *out) {
+  if (t == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
+  memset(out, 0, sizeof *out);
+  /* Relaxed loads throughout: these are monitoring counts, each word read atomically, and no
+   * decision is taken on them. Only each slot's first cache line is read. */
+  for (uint32_t s = 0; s < t->capacity; s++) {
+    uint64_t v = __atomic_load_n(slot_word(t, s, WP_SLOT_STATE_GEN), __ATOMIC_RELAXED);
+    out->slots[state_of(v) & 3u]++;
+    out->pinned_slots += __atomic_load_n(slot_word(t, s, WP_SLOT_PIN_MASK), __ATOMIC_RELAXED) != 0;
+  }
+  for (uint32_t i = 0; i < WP_MAX_CLIENTS; i++) {
+    uint64_t w = __atomic_load_n((uint64_t *)(client_at(t, i) + WP_CLI_WORD), __ATOMIC_RELAXED);
+    out->clients[w & CLIENT_STATE_MASK]++;
+  }
+  uint64_t producer = __atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_RELAXED);
+  out->producer_client = producer == 0 ? -1 : (int32_t)((producer & 0xffu) - 1);
+  out->reaped_clients = __atomic_load_n(u64_at(t, WP_HDR_REAPED), __ATOMIC_RELAXED);
+  return WP_OK;
+}
+
 uint64_t wp_pin_loop(wp_table *t, const uint8_t digest[32], uint64_t iterations) {
   uint64_t hits = 0;
   wp_lease lease;

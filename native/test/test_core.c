@@ -256,6 +256,40 @@ static void test_reap(void) {
   wp_unlink(name);
 }
 
+/* ---- summary: counts read in place ------------------------------------------------------ */
+
+static void test_summary(void) {
+  char name[96];
+  table_name(name, sizeof name, "summary");
+  wp_table *p = NULL, *c = NULL;
+  CHECK_RC(wp_open(name, 1, 16, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &c), WP_OK);
+  if (p == NULL || c == NULL) return;
+  publish(p, 1);
+  publish(p, 2);
+  uint8_t d[32];
+  digest_for(3, d);
+  wp_reservation r;
+  CHECK_RC(wp_reserve(p, d, &r), WP_OK);
+  digest_for(1, d);
+  wp_lease lease;
+  CHECK_RC(wp_try_pin(c, d, NULL, &lease), WP_OK);
+  wp_summary sum;
+  CHECK_RC(wp_summarize(c, &sum), WP_OK);
+  CHECK(sum.slots[WP_SLOT_FREE] == 13 && sum.slots[WP_SLOT_RESERVED] == 1 && sum.slots[WP_SLOT_READY] == 2 && sum.slots[WP_SLOT_EVICTING] == 0);
+  CHECK(sum.pinned_slots == 1);
+  CHECK(sum.clients[WP_CLIENT_ACTIVE] == 2 && sum.clients[WP_CLIENT_FREE] == WP_MAX_CLIENTS - 2);
+  CHECK(sum.producer_client == wp_client_index(p));
+  CHECK(sum.reaped_clients == 0);
+  CHECK_RC(wp_summarize(NULL, &sum), WP_ERR_INVALID_ARGUMENT);
+  wp_unpin(c, &lease);
+  wp_close(p);
+  CHECK_RC(wp_summarize(c, &sum), WP_OK);
+  CHECK(sum.pinned_slots == 0 && sum.producer_client == -1 && sum.slots[WP_SLOT_RESERVED] == 0);
+  wp_close(c);
+  wp_unlink(name);
+}
+
 /* ---- reaper: a reaper killed mid-reap is taken over -------------------------------------- */
 
 /* The client word of entry i, in the mapped segment (tests write it to stage a crash). */
@@ -372,7 +406,10 @@ static void test_reaper(void) {
 
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
-  if (!strcmp(which, "unit") || !strcmp(which, "all")) test_unit();
+  if (!strcmp(which, "unit") || !strcmp(which, "all")) {
+    test_unit();
+    test_summary();
+  }
   if (!strcmp(which, "stress") || !strcmp(which, "all")) test_stress(argc > 2 ? strtoull(argv[2], NULL, 10) : 200000);
   if (!strcmp(which, "reap") || !strcmp(which, "all")) test_reap();
   if (!strcmp(which, "reaper") || !strcmp(which, "all")) test_reaper();
