@@ -132,11 +132,13 @@ function procStat(pid) {
 /** 'alive', 'dead' or 'other-namespace', judged as the C core's reaper does. */
 function liveness(client, myNamespace) {
   // An entry still CLAIMING has not written its start time and namespace yet: the reaper
-  // then takes "this namespace" and "any start time", and so does this. A REAPING entry's pid
-  // is its reaper's, judged the same way (a reaper that died is taken over by the next reap).
-  const pidOnly = client.state === 'claiming' || client.state === 'reaping';
-  const namespace = pidOnly ? myNamespace : client.pidNamespace;
-  const startTime = pidOnly ? 0n : client.startTime;
+  // then takes "this namespace" and "any start time", and so does this. A REAPING entry
+  // reports its reaper's identity, judged like a client's (a reaper that died is taken over by
+  // the next reap); pid 0 is a reaper still writing it, which no reap takes over.
+  if (client.state === 'reaping' && client.pid === 0) return 'alive';
+  const claiming = client.state === 'claiming';
+  const namespace = claiming ? myNamespace : client.pidNamespace;
+  const startTime = claiming ? 0n : client.startTime;
   if (namespace !== myNamespace) return 'other-namespace';
   if (!(client.pid > 0)) return 'dead';
   const stat = procStat(client.pid);
@@ -263,7 +265,12 @@ function humanReport(r) {
     lines.push('pins held by dead clients: none');
   } else {
     lines.push(`pins held by dead clients: ${r.deadPins.length}`);
-    for (const p of r.deadPins) lines.push(`  slot ${p.slot}: client ${p.client} (pid ${p.pid}) is dead`);
+    const reaping = new Set(r.clients.filter((c) => c.state === 'reaping').map((c) => c.index));
+    for (const p of r.deadPins) {
+      lines.push(reaping.has(p.client)
+        ? `  slot ${p.slot}: client ${p.client}, whose reaper (pid ${p.pid}) died mid-reap`
+        : `  slot ${p.slot}: client ${p.client} (pid ${p.pid}) is dead`);
+    }
   }
   if (r.strayPins.length > 0) {
     lines.push(`pin bits of unregistered client entries: ${r.strayPins.map((p) => `slot ${p.slot} client ${p.client}`).join(', ')}` +

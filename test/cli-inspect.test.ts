@@ -8,6 +8,7 @@ import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync, w
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, implementation } from '../lib/index.js';
+import { CLI, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET } from '../lib/lease-table/layout.js';
 import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 import { leaseHolders, type Holder } from './children.js';
 
@@ -137,16 +138,24 @@ describe.runIf(implementation === 'native')('waitprep inspect and reap (native, 
     const said = await holder.message;
     const index = said.clientIndex as number;
     await kill(holder);
-    // Stage what a reaper SIGKILLed right after claiming the entry leaves: the entry REAPING
-    // with the reaper's pid (a process that has exited), the dead client's pin bits still set.
+    // Stage what a reaper SIGKILLed right after claiming the entry leaves: its identity in the
+    // entry's reaper fields, the word REAPING with its pid (a process that has exited), and the
+    // dead client's pin bits still set.
     const reaper = spawnSync(process.execPath, ['-e', '']);
     expect(reaper.status).toBe(0);
+    const own = producer.inspect().clients.find((c) => c.index === producer.clientIndex)!;
     const serial = BigInt(producer.inspect().clients.find((c) => c.index === index)!.serial);
-    const word = Buffer.alloc(8);
-    word.writeBigUInt64LE((serial << 24n) | (BigInt(reaper.pid!) << 2n) | 3n);
+    const at = CLIENTS_OFFSET + index * CLIENT_SIZE;
     const fd = openSync(`/dev/shm/${name}`, 'r+');
     try {
-      expect(writeSync(fd, word, 0, 8, 256 + index * 64)).toBe(8); // the entry's word (waitprep.h)
+      const put = (offset: number, value: bigint) => {
+        const word = Buffer.alloc(8);
+        word.writeBigUInt64LE(value);
+        expect(writeSync(fd, word, 0, 8, offset)).toBe(8);
+      };
+      put(at + CLI.REAPER_START_TIME, 0n);
+      put(at + CLI.REAPER_PID_NS, own.pidNamespace);
+      put(at + CLI.WORD, (serial << 24n) | (BigInt(reaper.pid!) << 2n) | BigInt(CLIENT_STATE.REAPING));
     } finally {
       closeSync(fd);
     }
@@ -156,6 +165,7 @@ describe.runIf(implementation === 'native')('waitprep inspect and reap (native, 
     expect(run.report.clients.find((c: any) => c.index === index)).toMatchObject({ state: 'reaping', pid: reaper.pid, liveness: 'dead' });
     expect(run.report.deadPins.map((p: any) => p.client)).toEqual([index]);
     expect(cli(['inspect', name]).stdout).toContain(`client ${index} by reaper pid ${reaper.pid} (dead)`);
+    expect(cli(['inspect', name]).stdout).toContain(`client ${index}, whose reaper (pid ${reaper.pid}) died mid-reap`);
     expect(producer.tryEvict(KEY_A)).toBe('pinned');
 
     run = cliJson(['reap', name]);

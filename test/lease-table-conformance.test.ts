@@ -923,25 +923,35 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       expect(next.tryEvict(key)).toBe('evicted');
     });
 
-    it('REAPING left by a reaper that died: the next reap finishes it; a live reaper\'s entry is left alone', () => {
+    it('REAPING left by a reaper that died is taken over by the next reap; a live, unnamed or foreign reaper\'s is not', () => {
       const producer = h.create('producer');
       const victim = h.join(producer, 'consumer');
       const key = makeKey(1);
       publish(producer, key);
       const lease = asLease(victim.tryPin(key));
       const entry = producer.inspect().clients.find((c) => c.index === victim.clientIndex)!;
-      const wordOffset = CLIENTS_OFFSET + victim.clientIndex * CLIENT_SIZE + CLI.WORD;
-      // The word a reaper writes when it claims the entry: the serial kept, its own pid, REAPING.
-      const reapingBy = (pid: number) => (BigInt(entry.serial) << 24n) | (BigInt(pid) << 2n) | BigInt(CLIENT_STATE.REAPING);
-      // A live reaper (this process's parent) is never taken over.
-      poke(producer, wordOffset, reapingBy(process.ppid));
-      expect(producer.reapDeadClients()).toBe(0);
-      expect(producer.inspect().clients.find((c) => c.index === victim.clientIndex)).toMatchObject({ state: 'reaping', pid: process.ppid });
-      expect(producer.tryEvict(key)).toBe('pinned');
-      // A reaper that died after claiming the entry (its pid is gone): the next reap finishes.
+      const myNs = entry.pidNamespace;
+      const at = CLIENTS_OFFSET + victim.clientIndex * CLIENT_SIZE;
+      // What a reaper leaves after its claim: its identity in the entry's reaper fields, then
+      // the word with the serial kept, its pid (0 while unnamed) and REAPING.
+      const stage = (pid: number, startTime: bigint, ns: bigint) => {
+        poke(producer, at + CLI.REAPER_START_TIME, startTime);
+        poke(producer, at + CLI.REAPER_PID_NS, ns);
+        poke(producer, at + CLI.WORD, (BigInt(entry.serial) << 24n) | (BigInt(pid) << 2n) | BigInt(CLIENT_STATE.REAPING));
+      };
       const dead = spawnSync(process.execPath, ['-e', '']);
-      expect(dead.status).toBe(0);
-      poke(producer, wordOffset, reapingBy(dead.pid!));
+      expect(dead.status).toBe(0); // an exited, waited-for process: its pid is gone
+      for (const [pid, ns] of [
+        [process.ppid, myNs], // alive (any start time)
+        [0, myNs], // a reaper still naming itself
+        [dead.pid!, myNs + 1n], // a dead-looking pid of another pid namespace: not ours to judge
+      ] as const) {
+        stage(pid, 0n, ns);
+        expect(producer.reapDeadClients()).toBe(0);
+        expect(producer.inspect().clients.find((c) => c.index === victim.clientIndex)).toMatchObject({ state: 'reaping', pid, pidNamespace: ns });
+        expect(producer.tryEvict(key)).toBe('pinned');
+      }
+      stage(dead.pid!, 0n, myNs);
       expect(producer.reapDeadClients()).toBe(1);
       expect(producer.inspect().clients.map((c) => c.index)).toEqual([producer.clientIndex]);
       expect(producer.inspect().slots[0]!.pinHolders).toEqual([]);

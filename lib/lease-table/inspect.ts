@@ -4,6 +4,7 @@ import { CLIENT_STATE, CLI, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT,
 export interface ClientInspection {
   index: number;
   state: 'claiming' | 'active' | 'reaping';
+  /** The client's pid; for `reaping`, the reaper's (0 while it is still writing its identity). */
   pid: number;
   serial: number;
   startTime: bigint;
@@ -91,8 +92,10 @@ export function inspectSegment(bytes: Uint8Array): TableInspection {
       state: CLIENT_STATES[state] as ClientInspection['state'],
       pid: Number((word >> 2n) & 0x3f_ffffn),
       serial: Number(word >> 24n),
-      startTime: view.getBigUint64(at + CLI.START_TIME, true),
-      pidNamespace: view.getBigUint64(at + CLI.PID_NS, true),
+      // A REAPING entry's pid is its reaper's (0 while the reaper writes its identity), and so
+      // are the start time and namespace reported for it.
+      startTime: view.getBigUint64(at + (state === CLIENT_STATE.REAPING ? CLI.REAPER_START_TIME : CLI.START_TIME), true),
+      pidNamespace: view.getBigUint64(at + (state === CLIENT_STATE.REAPING ? CLI.REAPER_PID_NS : CLI.PID_NS), true),
       producer: producerWord !== 0n && Number(producerWord & 0xffn) === i + 1,
     });
   }

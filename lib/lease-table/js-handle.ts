@@ -496,17 +496,18 @@ export class JsTableHandle implements TableHandle {
         Atomics.store(this.u64, seqIndex, seq + 1n);
       }
       const state = v & STATE_MASK;
+      // CAS from the word just read, as in table.c.
       if (state === SG_EVICTING) {
-        Atomics.store(this.u64, index, makeSg(SG_READY, v >> STATE_SHIFT));
+        Atomics.compareExchange(this.u64, index, v, makeSg(SG_READY, v >> STATE_SHIFT));
       } else if (state === SG_RESERVED) {
-        Atomics.store(this.u64, index, makeSg(SG_FREE, (v >> STATE_SHIFT) + 1n));
+        Atomics.compareExchange(this.u64, index, v, makeSg(SG_FREE, (v >> STATE_SHIFT) + 1n));
       }
     }
   }
 
   reapDeadClients(): number {
     if (this.closed) return -STATUS.ERR_INVALID_ARGUMENT;
-    const { pid: myPid, pidNs: myNs } = selfIdentity();
+    const { pid: myPid, startTime: myStart, pidNs: myNs } = selfIdentity();
     const u64 = this.u64;
     let reaped = 0;
     for (let i = 0; i < MAX_CLIENTS; i++) {
@@ -514,23 +515,29 @@ export class JsTableHandle implements TableHandle {
       const entry = CLIENTS_OFFSET + i * CLIENT_SIZE;
       const wordIndex = (entry + CLI.WORD) >> 3;
       const w = Atomics.load(u64, wordIndex);
-      const state = w & CLIENT_STATE_MASK;
-      if (state === BigInt(CLIENT_STATE.FREE)) continue;
+      const state = Number(w & CLIENT_STATE_MASK);
+      if (state === CLIENT_STATE.FREE) continue;
       const pid = Number((w >> 2n) & PID_MASK_N);
-      if (state === BigInt(CLIENT_STATE.REAPING)) {
-        // A REAPING word names its reaper's pid: take over from a reaper that died mid-reap
-        // (table.c says why the pid alone is judged).
-        if (pid === myPid || !clientIsDead(pid, 0n)) continue;
-      } else {
-        const active = state === BigInt(CLIENT_STATE.ACTIVE);
-        const startTime = active ? Atomics.load(u64, (entry + CLI.START_TIME) >> 3) : 0n;
-        const ns = active ? Atomics.load(u64, (entry + CLI.PID_NS) >> 3) : myNs;
-        if (ns !== myNs) continue; // another pid namespace: its pids mean nothing here
-        if (!clientIsDead(pid, startTime)) continue;
+      if (state === CLIENT_STATE.REAPING && pid === 0) continue; // a reaper still naming itself
+      // ACTIVE: the client's identity; REAPING: its reaper's (table.c); CLAIMING: none yet.
+      let startTime = 0n;
+      let ns = myNs;
+      if (state === CLIENT_STATE.ACTIVE) {
+        startTime = Atomics.load(u64, (entry + CLI.START_TIME) >> 3);
+        ns = Atomics.load(u64, (entry + CLI.PID_NS) >> 3);
+      } else if (state === CLIENT_STATE.REAPING) {
+        startTime = Atomics.load(u64, (entry + CLI.REAPER_START_TIME) >> 3);
+        ns = Atomics.load(u64, (entry + CLI.REAPER_PID_NS) >> 3);
       }
-      // Claim the reap from the exact snapshot found dead, with our pid in the word.
-      const reaping = (w & KEEP_SERIAL) | (BigInt(myPid) << 2n) | BigInt(CLIENT_STATE.REAPING);
-      if (Atomics.compareExchange(u64, wordIndex, w, reaping) !== w) continue;
+      if (ns !== myNs) continue; // another pid namespace: its pids mean nothing here
+      if (!clientIsDead(pid, startTime)) continue;
+      // Claim from the exact word found dead, naming no reaper yet; then our identity, then our pid.
+      const claimed = (w & KEEP_SERIAL) | BigInt(CLIENT_STATE.REAPING);
+      if (Atomics.compareExchange(u64, wordIndex, w, claimed) !== w) continue;
+      Atomics.store(u64, (entry + CLI.REAPER_START_TIME) >> 3, myStart);
+      Atomics.store(u64, (entry + CLI.REAPER_PID_NS) >> 3, myNs);
+      const reaping = claimed | (BigInt(myPid) << 2n);
+      Atomics.store(u64, wordIndex, reaping);
       this.releaseClientPins(i);
       const producerWord = BigInt(i + 1) | ((w >> SERIAL_SHIFT) << 8n);
       if (Atomics.load(u64, HDR.PRODUCER >> 3) === producerWord) {
@@ -546,6 +553,7 @@ export class JsTableHandle implements TableHandle {
     }
     return reaped;
   }
+
 
 
   private producerWord(): bigint {
@@ -571,11 +579,12 @@ export class JsTableHandle implements TableHandle {
     openInWorker.delete(this);
     this.releaseClientPins(this.client);
     this.pins.fill(0);
-    if (this.isProducer) {
+    if (this.isProducer && Atomics.load(this.u64, HDR.PRODUCER >> 3) === this.producerWord()) {
+      // Still the producer (not reaped in between): abandon our reservations, then let go.
       this.settleProducerSlots();
       Atomics.compareExchange(this.u64, HDR.PRODUCER >> 3, this.producerWord(), 0n);
-      this.isProducer = false;
     }
+    this.isProducer = false;
     // Only our own ACTIVE word is cleared: a reaper that wrongly took it has moved on.
     const w = this.clientWord;
     Atomics.compareExchange(this.u64, this.clientWordIndex(this.client), w, w & KEEP_SERIAL);

@@ -28,6 +28,7 @@ _Static_assert(WP_MAX_CLIENTS == 64, "one pin bit per client in a u64 mask");
 _Static_assert(sizeof(wp_meta) == 32, "wp_meta is 32 bytes");
 _Static_assert(offsetof(wp_meta, codec_id) == 24, "wp_meta layout");
 _Static_assert(sizeof(wp_device_record) == 40, "wp_device_record is 40 bytes");
+_Static_assert(WP_CLI_REAPER_PID_NS + 8 <= WP_CLIENT_SIZE, "the reaper identity fits the client entry");
 
 #define STATE_BITS 8
 #define STATE_MASK 0xffull
@@ -216,64 +217,91 @@ static void settle_producer_slots(wp_table *t) {
       for (int k = 1; k < 6; k++) __atomic_store_n(&rec[k], 0, __ATOMIC_RELAXED);
       __atomic_store_n(&rec[0], seq + 1, __ATOMIC_RELEASE);
     }
+    /* CAS from the word just read, not a store: should anyone else have moved the slot on
+     * meanwhile (which the role makes impossible), its newer state stands. */
     if (state_of(v) == WP_SLOT_EVICTING) {
-      __atomic_store_n(sg, make_sg(WP_SLOT_READY, gen_of(v)), __ATOMIC_SEQ_CST);
+      __atomic_compare_exchange_n(sg, &v, make_sg(WP_SLOT_READY, gen_of(v)), 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
     } else if (state_of(v) == WP_SLOT_RESERVED) {
-      __atomic_store_n(sg, make_sg(WP_SLOT_FREE, gen_of(v) + 1), __ATOMIC_SEQ_CST);
+      __atomic_compare_exchange_n(sg, &v, make_sg(WP_SLOT_FREE, gen_of(v) + 1), 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
     }
   }
 }
+
+#ifdef WAITPREP_TEST_HOOKS
+/* Test builds only (native/test): stop this process at a named point when the environment
+ * asks, so a test can kill or resume a reaper exactly there. */
+static void test_stop(const char *point) {
+  const char *want = getenv("WAITPREP_TEST_STOP");
+  if (want != NULL && strcmp(want, point) == 0) raise(SIGSTOP);
+}
+#else
+#define test_stop(point) ((void)0)
+#endif
 
 int wp_reap_dead_clients(wp_table *t) {
   if (t == NULL) return -WP_ERR_INVALID_ARGUMENT;
   uint32_t my_pid = (uint32_t)getpid();
   uint64_t my_ns = pid_namespace(my_pid);
+  uint64_t my_start = 0;
+  char my_state;
+  read_proc_stat(my_pid, &my_start, &my_state);
   int reaped = 0;
   for (uint32_t i = 0; i < WP_MAX_CLIENTS; i++) {
     if (i == t->client) continue;
     uint8_t *entry = client_at(t, i);
     uint64_t *word = (uint64_t *)(entry + WP_CLI_WORD);
+    uint64_t *reaper_start = (uint64_t *)(entry + WP_CLI_REAPER_START_TIME);
+    uint64_t *reaper_ns = (uint64_t *)(entry + WP_CLI_REAPER_PID_NS);
     uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
     uint64_t state = w & CLIENT_STATE_MASK;
     if (state == WP_CLIENT_FREE) continue;
     uint32_t pid = (uint32_t)((w >> 2) & PID_MASK);
-    if (state == WP_CLIENT_REAPING) {
-      /* A REAPING word names its reaper's pid. A reaper that died mid-reap (absent, or a
-       * zombie) left the entry half-cleaned; finish its work. Only the pid is judged (no
-       * start time is kept for reapers), so a reused pid looks alive and the entry waits: the
-       * safe side. A reaper of another pid namespace (possible only for an entry that died
-       * CLAIMING, which holds no pins and never the producer role) may look dead while it
-       * runs; two reapers of such an entry only clear bits nobody holds, and each frees the
-       * entry by CAS from its own REAPING word, so neither can free a new client's entry. */
-      if (pid == my_pid || !client_is_dead(pid, 0)) continue;
-    } else {
-      uint64_t start_time = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED) : 0;
-      uint64_t ns = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED) : my_ns;
-      if (ns != my_ns) continue; /* another pid namespace: its pids mean nothing here */
-      if (!client_is_dead(pid, start_time)) continue;
+    if (state == WP_CLIENT_REAPING && pid == 0) continue; /* a reaper still naming itself: never taken over */
+    /* ACTIVE: the client's identity. REAPING: its reaper's, which the reaper wrote into the
+     * entry's reaper fields before publishing its pid (release, paired with the acquire
+     * above). Either way judged by pid, start time and namespace, so a live reaper of another
+     * pid namespace is never taken over. CLAIMING: no identity yet; "this namespace, any start
+     * time". */
+    uint64_t start_time = 0, ns = my_ns;
+    if (state == WP_CLIENT_ACTIVE) {
+      start_time = __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED);
+      ns = __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED);
+    } else if (state == WP_CLIENT_REAPING) {
+      start_time = __atomic_load_n(reaper_start, __ATOMIC_RELAXED);
+      ns = __atomic_load_n(reaper_ns, __ATOMIC_RELAXED);
     }
-    /* Claim the reap from the exact snapshot found dead (a dead client's word, or a dead
-     * reaper's), writing our pid into it, so two reapers never both clean, and a new client
-     * that took the entry since is never touched. acq_rel: see the dead client's (or dead
-     * reaper's) writes; order our cleanup after the claim. */
-    uint64_t reaping = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | (uint64_t)my_pid << 2 | WP_CLIENT_REAPING;
-    if (!__atomic_compare_exchange_n(word, &w, reaping, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
-    /* Idempotent from here on, so a reaper taking over redoes it all. */
+    if (ns != my_ns) continue; /* another pid namespace: its pids mean nothing here */
+    if (!client_is_dead(pid, start_time)) continue;
+    /* Claim the reap from the exact word found dead (a dead client's, or a dead reaper's), so
+     * two reapers never both clean, and a new client that took the entry since is never
+     * touched. The claim names no reaper (pid 0) until our identity is written: a REAPING
+     * word with pid 0 is never taken over. acq_rel: see the dead client's (or dead reaper's)
+     * writes; order our cleanup after the claim. */
+    uint64_t claimed = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_REAPING;
+    if (!__atomic_compare_exchange_n(word, &w, claimed, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
+    __atomic_store_n(reaper_start, my_start, __ATOMIC_RELAXED);
+    __atomic_store_n(reaper_ns, my_ns, __ATOMIC_RELAXED);
+    /* release: whoever reads our pid here reads our start time and namespace too. Only we
+     * write a REAPING word with pid 0, so a store is enough. */
+    uint64_t reaping = claimed | (uint64_t)my_pid << 2;
+    __atomic_store_n(word, reaping, __ATOMIC_RELEASE);
+    test_stop("reap-claimed");
+    /* Idempotent from here on, so a reaper taking over from a dead one redoes it all: while the
+     * entry is REAPING nobody else can hold its bit, and a dead producer keeps its role. */
     release_client_pins(t, i);
     uint64_t producer_word = (uint64_t)(i + 1) | (w >> SERIAL_SHIFT) << 8;
     if (__atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == producer_word) {
       /* A dead producer: abandon its reservations and roll back its eviction now, before
        * the role is freed, so no new producer can be working on these slots meanwhile and
        * consumers stop seeing 'preparing' for keys nobody will publish. Only the reaper
-       * holding the REAPING claim gets here (a producer entry died ACTIVE, so its reaper
-       * shares our pid namespace and its death was judged by a meaningful pid). */
+       * holding the REAPING claim gets here. */
       settle_producer_slots(t);
+      test_stop("reap-settled");
       uint64_t expected = producer_word;
       /* seq_cst: the producer word is a handshake with claim_producer's CAS. */
       __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
     }
-    /* FREE by CAS from our own REAPING word: if another reaper took over (it judged us dead
-     * wrongly, see above), it frees the entry, and we never free one a new client claimed.
+    /* FREE by CAS from our own REAPING word (never a store: we only free what we claimed).
      * release: a later claimant of this entry sees our cleanup done. */
     uint64_t expected = reaping;
     uint64_t freed = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE;

@@ -9,10 +9,12 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -334,6 +336,133 @@ static int entries_in_state(wp_table *t, uint64_t state) {
   return n;
 }
 
+/* Forks a reaper that opens `name` and reaps with WAITPREP_TEST_STOP=point (the core raises
+ * SIGSTOP there); returns once it has stopped. */
+static pid_t fork_stopped_reaper(const char *name, const char *point) {
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("WAITPREP_TEST_STOP", point, 1);
+    wp_table *r = NULL;
+    if (wp_open(name, 0, 0, &r) != WP_OK) _exit(2);
+    wp_reap_dead_clients(r);
+    _exit(0);
+  }
+  int status = 0;
+  CHECK(waitpid(child, &status, WUNTRACED) == child && WIFSTOPPED(status));
+  return child;
+}
+
+/* A dead producer's reaper killed before and after settling its slots: the next reap settles
+ * (again: it is idempotent) and frees the role. */
+static void test_reaper_producer(const char *point) {
+  char name[96];
+  table_name(name, sizeof name, point);
+  wp_table *c = NULL;
+  CHECK_RC(wp_open(name, 0, 64, &c), WP_OK); /* creates the table as a consumer */
+  if (c == NULL) return;
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  pid_t producer = fork();
+  if (producer == 0) {
+    wp_table *p = NULL;
+    uint8_t d[32];
+    wp_reservation r;
+    if (wp_open(name, 1, 0, &p) != WP_OK) _exit(2);
+    publish(p, 1);
+    digest_for(2, d);
+    if (wp_reserve(p, d, &r) != WP_OK) _exit(3);
+    char ok = 1;
+    if (write(ready[1], &ok, 1) != 1) _exit(4);
+    pause();
+    _exit(0);
+  }
+  char ok = 0;
+  CHECK(read(ready[0], &ok, 1) == 1);
+  kill_and_wait(producer);
+  uint8_t d1[32], d2[32];
+  digest_for(1, d1);
+  digest_for(2, d2);
+  wp_lease lease;
+  CHECK_RC(wp_try_pin(c, d2, NULL, &lease), WP_MISS_PREPARING);
+  pid_t reaper = fork_stopped_reaper(name, point);
+  kill_and_wait(reaper);
+  CHECK(wp_reap_dead_clients(c) == 2); /* the producer (taken over) and the reaper */
+  CHECK_RC(wp_try_pin(c, d2, NULL, &lease), WP_MISS_ABSENT);
+  CHECK_RC(wp_try_pin(c, d1, NULL, &lease), WP_OK);
+  wp_unpin(c, &lease);
+  wp_table *next = NULL;
+  CHECK_RC(wp_open(name, 1, 0, &next), WP_OK); /* the role is free */
+  if (next) wp_close(next);
+  wp_close(c);
+  wp_unlink(name);
+}
+
+/* A live reaper of another pid namespace, stopped mid-reap, is never taken over: its pid means
+ * nothing here. Needs CLONE_NEWPID (root or user namespaces); skipped with a note without it. */
+static void test_reaper_other_namespace(void) {
+  char name[96];
+  table_name(name, sizeof name, "reaper-ns");
+  wp_table *p = NULL;
+  CHECK_RC(wp_open(name, 1, 64, &p), WP_OK);
+  if (p == NULL) return;
+  publish(p, 1);
+  uint8_t d[32];
+  digest_for(1, d);
+  int report[2], go[2];
+  CHECK(pipe(report) == 0 && pipe(go) == 0);
+  pid_t outer = fork();
+  if (outer == 0) {
+    /* In a new pid namespace, with its own /proc (a container's view): `init` (its pid 1)
+     * forks the victim and then the reaper. */
+    char msg = 'S';
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
+      if (write(report[1], &msg, 1) != 1) _exit(3);
+      _exit(0);
+    }
+    pid_t init = fork();
+    if (init != 0) {
+      int st;
+      waitpid(init, &st, 0);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 9);
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 || mount("proc", "/proc", "proc", 0, NULL) != 0) {
+      if (write(report[1], &msg, 1) != 1) _exit(3);
+      _exit(0);
+    }
+    int index;
+    pid_t victim = fork_pinner(name, d, &index);
+    kill_and_wait(victim);
+    pid_t reaper = fork_stopped_reaper(name, "reap-claimed");
+    msg = 'R'; /* the reaper stopped right after claiming the victim's entry */
+    if (write(report[1], &msg, 1) != 1) _exit(4);
+    if (read(go[0], &msg, 1) != 1) _exit(5);
+    kill(reaper, SIGCONT);
+    int st;
+    waitpid(reaper, &st, 0);
+    msg = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 'D' : 'F';
+    if (write(report[1], &msg, 1) != 1) _exit(6);
+    _exit(0);
+  }
+  char msg = 0;
+  CHECK(read(report[0], &msg, 1) == 1);
+  if (msg == 'S') {
+    printf("test_core reaper: other-namespace case skipped (a new pid namespace with its own /proc is not permitted here)\n");
+  } else {
+    CHECK(msg == 'R');
+    CHECK_RC(wp_try_evict(p, d), WP_PINNED);
+    CHECK(wp_reap_dead_clients(p) == 0); /* the reaper's pid is not ours to judge */
+    CHECK_RC(wp_try_evict(p, d), WP_PINNED);
+    CHECK(write(go[1], &msg, 1) == 1);
+    CHECK(read(report[0], &msg, 1) == 1 && msg == 'D');
+    CHECK_RC(wp_try_evict(p, d), WP_OK); /* it finished its own reap */
+  }
+  int st;
+  waitpid(outer, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  wp_close(p);
+  wp_unlink(name);
+}
+
 static void test_reaper(void) {
   char name[96];
   table_name(name, sizeof name, "reaper");
@@ -348,19 +477,18 @@ static void test_reaper(void) {
   uint8_t d[32];
   digest_for(1, d);
 
-  /* Staged, deterministic: a dead client's entry left REAPING by a reaper that has exited. */
+  /* Deterministic: a reaper stopped right after its claim (test hook), then SIGKILLed. */
   int victim_index;
   pid_t victim = fork_pinner(name, d, &victim_index);
   kill_and_wait(victim);
-  pid_t reaper = fork();
-  if (reaper == 0) _exit(0);
-  kill_and_wait(reaper); /* now an absent pid: a reaper that died */
+  pid_t reaper = fork_stopped_reaper(name, "reap-claimed");
   uint64_t *word = client_word(p, (uint32_t)victim_index);
   uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-  uint64_t staged = (w & ~3ull & ~(((1ull << 22) - 1) << 2)) | (uint64_t)reaper << 2 | WP_CLIENT_REAPING;
-  __atomic_store_n(word, staged, __ATOMIC_RELEASE);
+  CHECK((w & 3u) == WP_CLIENT_REAPING && ((w >> 2) & ((1u << 22) - 1)) == (uint64_t)reaper);
   CHECK_RC(wp_try_evict(p, d), WP_PINNED); /* the dead client's bit is still set */
-  CHECK(wp_reap_dead_clients(p) == 1);
+  CHECK(wp_reap_dead_clients(p) == 0);       /* its reaper is alive (stopped): left alone */
+  kill_and_wait(reaper);
+  CHECK(wp_reap_dead_clients(p) == 2); /* the victim's entry (taken over) and the reaper's own */
   CHECK((__atomic_load_n(word, __ATOMIC_ACQUIRE) & 3u) == WP_CLIENT_FREE);
   CHECK_RC(wp_try_evict(p, d), WP_OK);
   publish(p, 1);
@@ -412,7 +540,12 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(which, "stress") || !strcmp(which, "all")) test_stress(argc > 2 ? strtoull(argv[2], NULL, 10) : 200000);
   if (!strcmp(which, "reap") || !strcmp(which, "all")) test_reap();
-  if (!strcmp(which, "reaper") || !strcmp(which, "all")) test_reaper();
+  if (!strcmp(which, "reaper") || !strcmp(which, "all")) {
+    test_reaper();
+    test_reaper_producer("reap-claimed");
+    test_reaper_producer("reap-settled");
+    test_reaper_other_namespace();
+  }
   if (failures == 0) printf("test_core %s: all checks passed\n", which);
   return failures == 0 ? 0 : 1;
 }
