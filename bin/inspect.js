@@ -132,10 +132,7 @@ function procStat(pid) {
 /** 'alive', 'dead' or 'other-namespace', judged as the C core's reaper does. */
 function liveness(client, myNamespace) {
   // An entry still CLAIMING has not written its start time and namespace yet: the reaper
-  // then takes "this namespace" and "any start time", and so does this. A REAPING entry
-  // reports its reaper's identity, judged like a client's (a reaper that died is taken over by
-  // the next reap); pid 0 is a reaper still writing it, which no reap takes over.
-  if (client.state === 'reaping' && client.pid === 0) return 'alive';
+  // then takes "this namespace" and "any start time", and so does this.
   const claiming = client.state === 'claiming';
   const namespace = claiming ? myNamespace : client.pidNamespace;
   const startTime = claiming ? 0n : client.startTime;
@@ -158,9 +155,18 @@ function liveness(client, myNamespace) {
 function buildReport(name, table, view) {
   const self = table.clientIndex;
   const myNamespace = ownPidNamespace();
+  // A REAPING entry is judged by its reaper, as the core does: 'dead' once that client has left
+  // its entry (closed or reaped) or its process died; the next reap takes the work over.
+  const reaperOf = (c) =>
+    view.clients.find((r) => r.index === c.reaper.client && r.state === 'active' && (r.serial & 0x7fff) === c.reaper.serialLow15) ?? null;
   const clients = view.clients
     .filter((c) => c.index !== self)
-    .map((c) => ({ ...c, liveness: liveness(c, myNamespace) }));
+    .map((c) => {
+      if (c.state !== 'reaping') return { ...c, liveness: liveness(c, myNamespace) };
+      if (c.reaper === 'unregistered') return { ...c, reaperPid: null, liveness: 'alive' }; // never taken over
+      const reaper = reaperOf(c);
+      return { ...c, reaperPid: reaper?.pid ?? null, liveness: reaper === null ? 'dead' : liveness(reaper, myNamespace) };
+    });
   const byIndex = new Map(clients.map((c) => [c.index, c]));
   const holder = (index) => {
     const c = byIndex.get(index);
@@ -268,7 +274,7 @@ function humanReport(r) {
     const reaping = new Set(r.clients.filter((c) => c.state === 'reaping').map((c) => c.index));
     for (const p of r.deadPins) {
       lines.push(reaping.has(p.client)
-        ? `  slot ${p.slot}: client ${p.client}, whose reaper (pid ${p.pid}) died mid-reap`
+        ? `  slot ${p.slot}: client ${p.client}, whose reaper is gone mid-reap`
         : `  slot ${p.slot}: client ${p.client} (pid ${p.pid}) is dead`);
     }
   }
@@ -278,8 +284,9 @@ function humanReport(r) {
   }
   const stuck = r.clients.filter((c) => c.state === 'reaping');
   if (stuck.length > 0) {
-    lines.push(`clients being reaped: ${stuck.map((c) => `client ${c.index} by reaper pid ${c.pid} (${c.liveness})`).join(', ')}` +
-      ' (a reaper that died mid-reap is taken over by the next reap)');
+    lines.push(`clients being reaped: ${stuck.map((c) => (c.reaper === 'unregistered' ? `client ${c.index} by an unregistered reaper` : `client ${c.index} by client ${c.reaper.client}` +
+      (c.reaperPid === null ? ', which has left the table' : ` (pid ${c.reaperPid})`)) + ` (${c.liveness === 'dead' ? 'reaper gone' : c.liveness})`).join(', ')}` +
+      ' (a reap whose reaper is gone is taken over by the next reap)');
   }
   lines.push('');
   if (r.needsReap) {

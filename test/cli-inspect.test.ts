@@ -138,34 +138,26 @@ describe.runIf(implementation === 'native')('waitprep inspect and reap (native, 
     const said = await holder.message;
     const index = said.clientIndex as number;
     await kill(holder);
-    // Stage what a reaper SIGKILLed right after claiming the entry leaves: its identity in the
-    // entry's reaper fields, the word REAPING with its pid (a process that has exited), and the
-    // dead client's pin bits still set.
-    const reaper = spawnSync(process.execPath, ['-e', '']);
-    expect(reaper.status).toBe(0);
-    const own = producer.inspect().clients.find((c) => c.index === producer.clientIndex)!;
+    // Stage what a reaper leaves when it is killed right after claiming the entry and its own
+    // entry is reaped since: the word REAPING, naming a reaper (client 63, serial 1) that no
+    // longer holds its entry, and the dead client's pin bits still set.
     const serial = BigInt(producer.inspect().clients.find((c) => c.index === index)!.serial);
-    const at = CLIENTS_OFFSET + index * CLIENT_SIZE;
+    const word = Buffer.alloc(8);
+    word.writeBigUInt64LE((serial << 24n) | (((1n << 21n) | (1n << 6n) | 63n) << 2n) | BigInt(CLIENT_STATE.REAPING));
     const fd = openSync(`/dev/shm/${name}`, 'r+');
     try {
-      const put = (offset: number, value: bigint) => {
-        const word = Buffer.alloc(8);
-        word.writeBigUInt64LE(value);
-        expect(writeSync(fd, word, 0, 8, offset)).toBe(8);
-      };
-      put(at + CLI.REAPER_START_TIME, 0n);
-      put(at + CLI.REAPER_PID_NS, own.pidNamespace);
-      put(at + CLI.WORD, (serial << 24n) | (BigInt(reaper.pid!) << 2n) | BigInt(CLIENT_STATE.REAPING));
+      expect(writeSync(fd, word, 0, 8, CLIENTS_OFFSET + index * CLIENT_SIZE + CLI.WORD)).toBe(8);
     } finally {
       closeSync(fd);
     }
 
     let run = cliJson(['inspect', name]);
     expect(run.status, run.stderr).toBe(1);
-    expect(run.report.clients.find((c: any) => c.index === index)).toMatchObject({ state: 'reaping', pid: reaper.pid, liveness: 'dead' });
+    expect(run.report.clients.find((c: any) => c.index === index)).toMatchObject({ state: 'reaping', reaper: { client: 63, serialLow15: 1 }, reaperPid: null, liveness: 'dead' });
     expect(run.report.deadPins.map((p: any) => p.client)).toEqual([index]);
-    expect(cli(['inspect', name]).stdout).toContain(`client ${index} by reaper pid ${reaper.pid} (dead)`);
-    expect(cli(['inspect', name]).stdout).toContain(`client ${index}, whose reaper (pid ${reaper.pid}) died mid-reap`);
+    const human = cli(['inspect', name]).stdout;
+    expect(human).toContain(`client ${index} by client 63, which has left the table (reaper gone)`);
+    expect(human).toContain(`client ${index}, whose reaper is gone mid-reap`);
     expect(producer.tryEvict(KEY_A)).toBe('pinned');
 
     run = cliJson(['reap', name]);

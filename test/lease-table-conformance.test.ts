@@ -878,6 +878,22 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       lease.close();
     });
 
+    it('with the registry full, opening reaps a dead client to make room, whichever entry it holds (entry 0 too)', () => {
+      const first = h.create('consumer', 8);
+      const clients = [first];
+      for (let i = 1; i < 64; i++) clients.push(h.join(first, 'consumer'));
+      expect(first.clientIndex).toBe(0);
+      // Entry 0's client looks dead: its pid is one that has exited.
+      const dead = spawnSync(process.execPath, ['-e', '']);
+      expect(dead.status).toBe(0);
+      const entry0 = first.inspect().clients.find((c) => c.index === 0)!;
+      poke(first, CLIENTS_OFFSET + CLI.WORD, (BigInt(entry0.serial) << 24n) | (BigInt(dead.pid!) << 2n) | BigInt(CLIENT_STATE.ACTIVE));
+      const late = h.join(first, 'consumer'); // registry full: reaps before it registers
+      expect(late.clientIndex).toBe(0);
+      expect(late.inspect().reapedClients).toBe(1n);
+      late.close();
+    });
+
     it('hundreds of leases on one slot are counted and released one by one', () => {
       const { producer, consumer: reader } = pair(h);
       const key = makeKey(1);
@@ -923,42 +939,49 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       expect(next.tryEvict(key)).toBe('evicted');
     });
 
-    it('REAPING left by a reaper that died is taken over by the next reap; a live, unnamed or foreign reaper\'s is not', () => {
+    it('a reap whose reaper is gone is taken over by the next reap; a live or foreign reaper\'s is not', () => {
       const producer = h.create('producer');
       const victim = h.join(producer, 'consumer');
+      const live = h.join(producer, 'consumer');
+      const foreign = h.join(producer, 'consumer');
+      const ghost = h.join(producer, 'consumer');
       const key = makeKey(1);
       publish(producer, key);
       const lease = asLease(victim.tryPin(key));
-      const entry = producer.inspect().clients.find((c) => c.index === victim.clientIndex)!;
-      const myNs = entry.pidNamespace;
-      const at = CLIENTS_OFFSET + victim.clientIndex * CLIENT_SIZE;
-      // What a reaper leaves after its claim: its identity in the entry's reaper fields, then
-      // the word with the serial kept, its pid (0 while unnamed) and REAPING.
-      const stage = (pid: number, startTime: bigint, ns: bigint) => {
-        poke(producer, at + CLI.REAPER_START_TIME, startTime);
-        poke(producer, at + CLI.REAPER_PID_NS, ns);
-        poke(producer, at + CLI.WORD, (BigInt(entry.serial) << 24n) | (BigInt(pid) << 2n) | BigInt(CLIENT_STATE.REAPING));
-      };
+      const clients = producer.inspect().clients;
+      const entryOf = (t: LeaseTable) => clients.find((c) => c.index === t.clientIndex)!;
+      const wordAt = (t: LeaseTable) => CLIENTS_OFFSET + t.clientIndex * CLIENT_SIZE;
+      const myNs = entryOf(producer).pidNamespace;
+      // `foreign` looks like a client of another pid namespace; `ghost` like one whose process died.
+      poke(producer, wordAt(foreign) + CLI.PID_NS, myNs + 1n);
       const dead = spawnSync(process.execPath, ['-e', '']);
       expect(dead.status).toBe(0); // an exited, waited-for process: its pid is gone
-      for (const [pid, ns] of [
-        [process.ppid, myNs], // alive (any start time)
-        [0, myNs], // a reaper still naming itself
-        [dead.pid!, myNs + 1n], // a dead-looking pid of another pid namespace: not ours to judge
-      ] as const) {
-        stage(pid, 0n, ns);
-        expect(producer.reapDeadClients()).toBe(0);
-        expect(producer.inspect().clients.find((c) => c.index === victim.clientIndex)).toMatchObject({ state: 'reaping', pid, pidNamespace: ns });
+      const ghostEntry = entryOf(ghost);
+      poke(producer, wordAt(ghost) + CLI.WORD, (BigInt(ghostEntry.serial) << 24n) | (BigInt(dead.pid!) << 2n) | BigInt(CLIENT_STATE.ACTIVE));
+      // What a reaper's claim leaves in the victim's entry: the serial kept, REAPING, and the
+      // reaper named in the pid bits (1 << 21 | low 15 bits of its serial << 6 | its index).
+      const stageReapedBy = (index: number, serial: number) =>
+        poke(producer, wordAt(victim) + CLI.WORD,
+          (BigInt(entryOf(victim).serial) << 24n) | ((BigInt(1 << 21) | (BigInt(serial & 0x7fff) << 6n) | BigInt(index)) << 2n) | BigInt(CLIENT_STATE.REAPING));
+      for (const reaper of [live, foreign, producer]) {
+        stageReapedBy(reaper.clientIndex, entryOf(reaper).serial);
+        expect(producer.reapDeadClients()).toBe(reaper === live ? 1 : 0); // ghost, a dead client, is reaped the first time
+        expect(producer.inspect().clients.find((c) => c.index === victim.clientIndex)).toMatchObject({
+          state: 'reaping',
+          reaper: { client: reaper.clientIndex, serialLow15: entryOf(reaper).serial & 0x7fff },
+        });
         expect(producer.tryEvict(key)).toBe('pinned');
       }
-      stage(dead.pid!, 0n, myNs);
+      // Named by a client that is gone: the entry no longer holds it (ghost was reaped above).
+      stageReapedBy(ghost.clientIndex, ghostEntry.serial);
       expect(producer.reapDeadClients()).toBe(1);
-      expect(producer.inspect().clients.map((c) => c.index)).toEqual([producer.clientIndex]);
+      expect(producer.inspect().clients.map((c) => c.index).sort()).toEqual([producer.clientIndex, live.clientIndex, foreign.clientIndex].sort());
       expect(producer.inspect().slots[0]!.pinHolders).toEqual([]);
       expect(producer.tryEvict(key)).toBe('evicted');
       lease.close(); // releases nothing now
       victim.close();
-      expect(producer.inspect().clients.map((c) => c.index)).toEqual([producer.clientIndex]);
+      foreign.close();
+      live.close();
     });
 
     it('an odd device sequence is a write in progress: "device-write-incomplete", never a hit', () => {

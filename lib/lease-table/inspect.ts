@@ -4,12 +4,18 @@ import { CLIENT_STATE, CLI, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT,
 export interface ClientInspection {
   index: number;
   state: 'claiming' | 'active' | 'reaping';
-  /** The client's pid; for `reaping`, the reaper's (0 while it is still writing its identity). */
+  /** The client's pid; 0 for `reaping` (the word names its reaper instead). */
   pid: number;
   serial: number;
   startTime: bigint;
   pidNamespace: bigint;
   producer: boolean;
+  /**
+   * For `reaping`: the client whose process is reaping this entry (its index, and the low 15
+   * bits of its serial: the reap is its while that entry holds that client), or `'unregistered'`
+   * for a reaper that reaped to make room in a full registry. Otherwise null.
+   */
+  reaper: { client: number; serialLow15: number } | 'unregistered' | null;
 }
 
 /** One non-free slot. */
@@ -69,6 +75,14 @@ export function summarizeInspection(view: TableInspection): TableSummary {
   return { capacity: view.capacity, slots, pinnedSlots, clients, producer: view.producer, reapedClients: view.reapedClients };
 }
 
+/** The reaper a REAPING word names in its pid bits (table.c reaper_bits). */
+function reaperOf(state: number, word: bigint): ClientInspection['reaper'] {
+  if (state !== CLIENT_STATE.REAPING) return null;
+  const named = Number((word >> 2n) & 0x3f_ffffn);
+  if ((named & (1 << 21)) === 0) return 'unregistered';
+  return { client: named & 63, serialLow15: (named >>> 6) & 0x7fff };
+}
+
 const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
 const SLOT_STATES = ['free', 'reserved', 'ready', 'evicting'] as const;
 
@@ -90,12 +104,11 @@ export function inspectSegment(bytes: Uint8Array): TableInspection {
     clients.push({
       index: i,
       state: CLIENT_STATES[state] as ClientInspection['state'],
-      pid: Number((word >> 2n) & 0x3f_ffffn),
+      pid: state === CLIENT_STATE.REAPING ? 0 : Number((word >> 2n) & 0x3f_ffffn),
       serial: Number(word >> 24n),
-      // A REAPING entry's pid is its reaper's (0 while the reaper writes its identity), and so
-      // are the start time and namespace reported for it.
-      startTime: view.getBigUint64(at + (state === CLIENT_STATE.REAPING ? CLI.REAPER_START_TIME : CLI.START_TIME), true),
-      pidNamespace: view.getBigUint64(at + (state === CLIENT_STATE.REAPING ? CLI.REAPER_PID_NS : CLI.PID_NS), true),
+      startTime: view.getBigUint64(at + CLI.START_TIME, true),
+      pidNamespace: view.getBigUint64(at + CLI.PID_NS, true),
+      reaper: reaperOf(state, word),
       producer: producerWord !== 0n && Number(producerWord & 0xffn) === i + 1,
     });
   }

@@ -104,6 +104,13 @@ function digestMatches(u32: Uint32Array, base: number, want: Uint32Array): boole
   );
 }
 
+/** A REAPING word's pid bits naming a registered reaper (table.c reaper_bits); 0: unregistered. */
+const REAPER_NAMED = 1 << 21;
+function reaperBits(index: number, clientWord: bigint): bigint {
+  if (index < 0) return 0n;
+  return (BigInt(REAPER_NAMED) | (((clientWord >> SERIAL_SHIFT) & 0x7fffn) << 6n) | BigInt(index)) << 2n;
+}
+
 function makeSg(state: bigint, gen: bigint): bigint {
   return BigInt.asUintN(64, (gen << STATE_SHIFT) | state);
 }
@@ -507,7 +514,8 @@ export class JsTableHandle implements TableHandle {
 
   reapDeadClients(): number {
     if (this.closed) return -STATUS.ERR_INVALID_ARGUMENT;
-    const { pid: myPid, startTime: myStart, pidNs: myNs } = selfIdentity();
+    const myNs = selfIdentity().pidNs;
+    const me = reaperBits(this.client, this.clientWord);
     const u64 = this.u64;
     let reaped = 0;
     for (let i = 0; i < MAX_CLIENTS; i++) {
@@ -517,27 +525,20 @@ export class JsTableHandle implements TableHandle {
       const w = Atomics.load(u64, wordIndex);
       const state = Number(w & CLIENT_STATE_MASK);
       if (state === CLIENT_STATE.FREE) continue;
-      const pid = Number((w >> 2n) & PID_MASK_N);
-      if (state === CLIENT_STATE.REAPING && pid === 0) continue; // a reaper still naming itself
-      // ACTIVE: the client's identity; REAPING: its reaper's (table.c); CLAIMING: none yet.
-      let startTime = 0n;
-      let ns = myNs;
-      if (state === CLIENT_STATE.ACTIVE) {
-        startTime = Atomics.load(u64, (entry + CLI.START_TIME) >> 3);
-        ns = Atomics.load(u64, (entry + CLI.PID_NS) >> 3);
-      } else if (state === CLIENT_STATE.REAPING) {
-        startTime = Atomics.load(u64, (entry + CLI.REAPER_START_TIME) >> 3);
-        ns = Atomics.load(u64, (entry + CLI.REAPER_PID_NS) >> 3);
+      if (state === CLIENT_STATE.REAPING) {
+        // A reap in progress: take it over only from a reaper that is gone (table.c).
+        if (!this.reaperIsGone(Number((w >> 2n) & PID_MASK_N), myNs)) continue;
+      } else {
+        const active = state === CLIENT_STATE.ACTIVE;
+        const pid = Number((w >> 2n) & PID_MASK_N);
+        const startTime = active ? Atomics.load(u64, (entry + CLI.START_TIME) >> 3) : 0n;
+        const ns = active ? Atomics.load(u64, (entry + CLI.PID_NS) >> 3) : myNs;
+        if (ns !== myNs) continue; // another pid namespace: its pids mean nothing here
+        if (!clientIsDead(pid, startTime)) continue;
       }
-      if (ns !== myNs) continue; // another pid namespace: its pids mean nothing here
-      if (!clientIsDead(pid, startTime)) continue;
-      // Claim from the exact word found dead, naming no reaper yet; then our identity, then our pid.
-      const claimed = (w & KEEP_SERIAL) | BigInt(CLIENT_STATE.REAPING);
-      if (Atomics.compareExchange(u64, wordIndex, w, claimed) !== w) continue;
-      Atomics.store(u64, (entry + CLI.REAPER_START_TIME) >> 3, myStart);
-      Atomics.store(u64, (entry + CLI.REAPER_PID_NS) >> 3, myNs);
-      const reaping = claimed | (BigInt(myPid) << 2n);
-      Atomics.store(u64, wordIndex, reaping);
+      // Claim from the exact word found dead, naming ourselves as its reaper.
+      const reaping = (w & KEEP_SERIAL) | me | BigInt(CLIENT_STATE.REAPING);
+      if (Atomics.compareExchange(u64, wordIndex, w, reaping) !== w) continue;
       this.releaseClientPins(i);
       const producerWord = BigInt(i + 1) | ((w >> SERIAL_SHIFT) << 8n);
       if (Atomics.load(u64, HDR.PRODUCER >> 3) === producerWord) {
@@ -553,6 +554,19 @@ export class JsTableHandle implements TableHandle {
     }
     return reaped;
   }
+
+  /** reaper_is_gone: the reaper a REAPING word names has left its entry, or its process is dead. */
+  private reaperIsGone(named: number, myNs: bigint): boolean {
+    if ((named & REAPER_NAMED) === 0) return false; // an unregistered reaper: never taken over
+    const index = named & (MAX_CLIENTS - 1);
+    const serial15 = (named >>> 6) & 0x7fff;
+    const entry = CLIENTS_OFFSET + index * CLIENT_SIZE;
+    const w = Atomics.load(this.u64, (entry + CLI.WORD) >> 3);
+    if (Number(w & CLIENT_STATE_MASK) !== CLIENT_STATE.ACTIVE || Number((w >> SERIAL_SHIFT) & 0x7fffn) !== serial15) return true;
+    if (Atomics.load(this.u64, (entry + CLI.PID_NS) >> 3) !== myNs) return false;
+    return clientIsDead(Number((w >> 2n) & PID_MASK_N), Atomics.load(this.u64, (entry + CLI.START_TIME) >> 3));
+  }
+
 
 
 

@@ -26,13 +26,12 @@
  *
  * Client entry (64 bytes):
  *   0  word u64 (atomic): state (2 bits) | pid (22 bits) << 2 | serial (40 bits) << 24
- *      (in state REAPING the pid is the reaper's, 0 while it writes its identity below; a
- *      reaper that died mid-reap is taken over)
+ *      (in state REAPING the pid bits name the reaper instead: 1 << 21 | the low 15 bits of
+ *      its serial << 6 | its client index, or 0 for an unregistered reaper; a reap whose
+ *      reaper is gone is taken over)
  *   8  start_time u64   (process start time, clock ticks since boot, /proc/PID/stat field 22)
  *   16 pid_ns u64       (inode of /proc/PID/ns/pid: clients of other namespaces are never reaped)
  *   24 flags u32        (WP_CLIENT_PRODUCER)
- *   40 reaper_start_time u64, 48 reaper_pid_ns u64: while REAPING, the identity of the reaper
- *      whose pid is in the word (written before that pid is published)
  *
  * Slot (128 bytes, two cache lines; the first holds everything a lookup reads):
  *   0  state_gen u64 (atomic): state (8 bits) | generation (56 bits) << 8
@@ -88,8 +87,6 @@ extern "C" {
 #define WP_CLI_START_TIME 8u
 #define WP_CLI_PID_NS 16u
 #define WP_CLI_FLAGS 24u
-#define WP_CLI_REAPER_START_TIME 40u
-#define WP_CLI_REAPER_PID_NS 48u
 #define WP_CLIENT_FREE 0u
 #define WP_CLIENT_CLAIMING 1u
 #define WP_CLIENT_ACTIVE 2u

@@ -28,13 +28,13 @@ _Static_assert(WP_MAX_CLIENTS == 64, "one pin bit per client in a u64 mask");
 _Static_assert(sizeof(wp_meta) == 32, "wp_meta is 32 bytes");
 _Static_assert(offsetof(wp_meta, codec_id) == 24, "wp_meta layout");
 _Static_assert(sizeof(wp_device_record) == 40, "wp_device_record is 40 bytes");
-_Static_assert(WP_CLI_REAPER_PID_NS + 8 <= WP_CLIENT_SIZE, "the reaper identity fits the client entry");
 
 #define STATE_BITS 8
 #define STATE_MASK 0xffull
 #define CLIENT_STATE_MASK 0x3ull
 #define PID_BITS 22
 #define PID_MASK ((1ull << PID_BITS) - 1)
+_Static_assert(PID_BITS == 22 && WP_MAX_CLIENTS == 64, "a reaper (flag, 15 serial bits, client index) fills the pid bits");
 #define SERIAL_SHIFT 24
 
 /* One record per pin this handle holds: the lease token names it. */
@@ -227,6 +227,36 @@ static void settle_producer_slots(wp_table *t) {
   }
 }
 
+/* A REAPING word names its reaper, in the 22 bits that hold a pid otherwise: bit 21 set, the
+ * low 15 bits of the reaper's serial at bit 6, its client index in bits 0-5. A reaper is a
+ * registered client, so its own entry says who it is (pid, start time, namespace) and whether it
+ * is still there: the claim is one CAS, and names its reaper from the start. All zero: an
+ * unregistered reaper (one that reaps to make room in a full registry), never taken over. */
+#define REAPER_NAMED (1u << 21)
+
+static uint64_t reaper_bits(const wp_table *t) {
+  if ((t->client_word & CLIENT_STATE_MASK) != WP_CLIENT_ACTIVE) return 0;
+  return (uint64_t)(REAPER_NAMED | ((t->client_word >> SERIAL_SHIFT) & 0x7fffu) << 6 | t->client) << 2;
+}
+
+/* 1 when the reaper a REAPING word names is certainly gone: its entry no longer holds that
+ * client (closed or reaped since: it finished or died), or holds it and its process is dead.
+ * A live reaper, one of another pid namespace, or an unregistered one is never gone. */
+static int reaper_is_gone(const wp_table *t, uint32_t named, uint64_t my_ns) {
+  if ((named & REAPER_NAMED) == 0) return 0;
+  uint32_t index = named & (WP_MAX_CLIENTS - 1);
+  uint32_t serial15 = (named >> 6) & 0x7fffu;
+  uint8_t *entry = client_at(t, index);
+  uint64_t w = __atomic_load_n((uint64_t *)(entry + WP_CLI_WORD), __ATOMIC_ACQUIRE);
+  if ((w & CLIENT_STATE_MASK) != WP_CLIENT_ACTIVE || ((w >> SERIAL_SHIFT) & 0x7fffu) != serial15) return 1;
+  /* The same client still (ourselves included: alive), or, after 32,768 registrations of that
+   * entry, one that looks the same: judged alive or dead as itself, the safe side. */
+  uint64_t start_time = __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED);
+  uint64_t ns = __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED);
+  if (ns != my_ns) return 0;
+  return client_is_dead((uint32_t)((w >> 2) & PID_MASK), start_time);
+}
+
 #ifdef WAITPREP_TEST_HOOKS
 /* Test builds only (native/test): stop this process at a named point when the environment
  * asks, so a test can kill or resume a reaper exactly there. */
@@ -240,54 +270,36 @@ static void test_stop(const char *point) {
 
 int wp_reap_dead_clients(wp_table *t) {
   if (t == NULL) return -WP_ERR_INVALID_ARGUMENT;
-  uint32_t my_pid = (uint32_t)getpid();
-  uint64_t my_ns = pid_namespace(my_pid);
-  uint64_t my_start = 0;
-  char my_state;
-  read_proc_stat(my_pid, &my_start, &my_state);
+  uint64_t my_ns = pid_namespace((uint32_t)getpid());
+  uint64_t me = reaper_bits(t);
+  int registered = me != 0; /* not yet when open reaps to make room in a full registry */
   int reaped = 0;
   for (uint32_t i = 0; i < WP_MAX_CLIENTS; i++) {
-    if (i == t->client) continue;
+    if (registered && i == t->client) continue;
     uint8_t *entry = client_at(t, i);
     uint64_t *word = (uint64_t *)(entry + WP_CLI_WORD);
-    uint64_t *reaper_start = (uint64_t *)(entry + WP_CLI_REAPER_START_TIME);
-    uint64_t *reaper_ns = (uint64_t *)(entry + WP_CLI_REAPER_PID_NS);
     uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
     uint64_t state = w & CLIENT_STATE_MASK;
     if (state == WP_CLIENT_FREE) continue;
-    uint32_t pid = (uint32_t)((w >> 2) & PID_MASK);
-    if (state == WP_CLIENT_REAPING && pid == 0) continue; /* a reaper still naming itself: never taken over */
-    /* ACTIVE: the client's identity. REAPING: its reaper's, which the reaper wrote into the
-     * entry's reaper fields before publishing its pid (release, paired with the acquire
-     * above). Either way judged by pid, start time and namespace, so a live reaper of another
-     * pid namespace is never taken over. CLAIMING: no identity yet; "this namespace, any start
-     * time". */
-    uint64_t start_time = 0, ns = my_ns;
-    if (state == WP_CLIENT_ACTIVE) {
-      start_time = __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED);
-      ns = __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED);
-    } else if (state == WP_CLIENT_REAPING) {
-      start_time = __atomic_load_n(reaper_start, __ATOMIC_RELAXED);
-      ns = __atomic_load_n(reaper_ns, __ATOMIC_RELAXED);
+    if (state == WP_CLIENT_REAPING) {
+      /* A reap in progress: take it over only from a reaper that is gone (killed mid-reap). */
+      if (!reaper_is_gone(t, (uint32_t)((w >> 2) & PID_MASK), my_ns)) continue;
+    } else {
+      uint32_t pid = (uint32_t)((w >> 2) & PID_MASK);
+      uint64_t start_time = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED) : 0;
+      uint64_t ns = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED) : my_ns;
+      if (ns != my_ns) continue; /* another pid namespace: its pids mean nothing here */
+      if (!client_is_dead(pid, start_time)) continue;
     }
-    if (ns != my_ns) continue; /* another pid namespace: its pids mean nothing here */
-    if (!client_is_dead(pid, start_time)) continue;
-    /* Claim the reap from the exact word found dead (a dead client's, or a dead reaper's), so
-     * two reapers never both clean, and a new client that took the entry since is never
-     * touched. The claim names no reaper (pid 0) until our identity is written: a REAPING
-     * word with pid 0 is never taken over. acq_rel: see the dead client's (or dead reaper's)
-     * writes; order our cleanup after the claim. */
-    uint64_t claimed = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_REAPING;
-    if (!__atomic_compare_exchange_n(word, &w, claimed, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
-    __atomic_store_n(reaper_start, my_start, __ATOMIC_RELAXED);
-    __atomic_store_n(reaper_ns, my_ns, __ATOMIC_RELAXED);
-    /* release: whoever reads our pid here reads our start time and namespace too. Only we
-     * write a REAPING word with pid 0, so a store is enough. */
-    uint64_t reaping = claimed | (uint64_t)my_pid << 2;
-    __atomic_store_n(word, reaping, __ATOMIC_RELEASE);
+    /* Claim the reap from the exact word found dead (a dead client's, or a gone reaper's),
+     * naming ourselves, so two reapers never both clean, and a new client that took the entry
+     * since is never touched. acq_rel: see the dead client's (or gone reaper's) writes; order
+     * our cleanup after the claim. */
+    uint64_t reaping = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | me | WP_CLIENT_REAPING;
+    if (!__atomic_compare_exchange_n(word, &w, reaping, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
     test_stop("reap-claimed");
-    /* Idempotent from here on, so a reaper taking over from a dead one redoes it all: while the
-     * entry is REAPING nobody else can hold its bit, and a dead producer keeps its role. */
+    /* Idempotent from here on, so a reaper taking over from a gone one redoes it all: while
+     * the entry is REAPING nobody else can hold its bit, and a dead producer keeps its role. */
     release_client_pins(t, i);
     uint64_t producer_word = (uint64_t)(i + 1) | (w >> SERIAL_SHIFT) << 8;
     if (__atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == producer_word) {
