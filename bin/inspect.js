@@ -105,13 +105,16 @@ function openForOperator(command, name) {
   }
 }
 
-/** The inode of this process's pid namespace, or 0n when /proc cannot say (as the C core does). */
-function ownPidNamespace() {
-  try {
-    return statSync('/proc/self/ns/pid', { bigint: true }).ino;
-  } catch {
-    return 0n;
-  }
+/** The inodes of this process's pid and time namespaces, 0n where /proc cannot say (as the C core reads them). */
+function ownNamespaces() {
+  const inode = (path) => {
+    try {
+      return statSync(path, { bigint: true }).ino;
+    } catch {
+      return 0n;
+    }
+  };
+  return { pid: inode('/proc/self/ns/pid'), time: inode('/proc/self/ns/time') };
 }
 
 /** { state, startTime } from /proc/<pid>/stat, or null when there is no such entry. */
@@ -130,13 +133,13 @@ function procStat(pid) {
 }
 
 /** 'alive', 'dead' or 'other-namespace', judged as the C core's reaper does. */
-function liveness(client, myNamespace) {
-  // An entry still CLAIMING has not written its start time and namespace yet: the reaper
-  // then takes "this namespace" and "any start time", and so does this.
+function liveness(client, my) {
+  // An entry still CLAIMING has not written its start time and namespaces yet: the reaper
+  // then takes "these namespaces" and "any start time", and so does this. Start times compare
+  // only within one time namespace; a pid namespace of 0 is unknown, never judged.
   const claiming = client.state === 'claiming';
-  const namespace = claiming ? myNamespace : client.pidNamespace;
   const startTime = claiming ? 0n : client.startTime;
-  if (namespace !== myNamespace) return 'other-namespace';
+  if (!claiming && (client.pidNamespace !== my.pid || client.timeNamespace !== my.time || client.pidNamespace === 0n)) return 'other-namespace';
   if (!(client.pid > 0)) return 'dead';
   const stat = procStat(client.pid);
   if (stat !== null) {
@@ -154,7 +157,7 @@ function liveness(client, myNamespace) {
 /** The report of one inspection, without the inspector's own client entry. */
 function buildReport(name, table, view) {
   const self = table.clientIndex;
-  const myNamespace = ownPidNamespace();
+  const myNamespace = ownNamespaces();
   // A REAPING entry is judged by its reaper, as the core does: 'dead' once that client has left
   // its entry (closed or reaped) or its process died; the next reap takes the work over.
   const reaperOf = (c) =>
@@ -163,7 +166,7 @@ function buildReport(name, table, view) {
     .filter((c) => c.index !== self)
     .map((c) => {
       if (c.state !== 'reaping') return { ...c, liveness: liveness(c, myNamespace) };
-      if (c.reaper === 'unregistered') return { ...c, reaperPid: null, liveness: 'alive' }; // never taken over
+      if (c.reaper === 'unregistered') return { ...c, reaperPid: null, liveness: 'unknown' }; // never taken over
       const reaper = reaperOf(c);
       return { ...c, reaperPid: reaper?.pid ?? null, liveness: reaper === null ? 'dead' : liveness(reaper, myNamespace) };
     });
@@ -196,7 +199,8 @@ function buildReport(name, table, view) {
     }
   }
   const producer = view.producer === null ? null : holder(view.producer);
-  const needsReap = deadPins.length > 0 || producer?.liveness === 'dead';
+  // A reap whose reaper is gone needs the next reap even when the dead client held no pin.
+  const needsReap = deadPins.length > 0 || producer?.liveness === 'dead' || clients.some((c) => c.state === 'reaping' && c.liveness === 'dead');
   return {
     table: name,
     path: `/dev/shm/${name}`,
@@ -293,6 +297,7 @@ function humanReport(r) {
     const why = [
       r.deadPins.length > 0 ? `${r.deadPins.length} pin(s) held by dead clients` : null,
       r.producer?.liveness === 'dead' ? `the producer (pid ${r.producer.pid}) is dead` : null,
+      r.clients.some((c) => c.state === 'reaping' && c.liveness === 'dead') ? 'a reap whose reaper is gone' : null,
     ].filter(Boolean).join(' and ');
     lines.push(`status: needs a reap: ${why}; run \`waitprep reap ${r.table}\``);
   } else {

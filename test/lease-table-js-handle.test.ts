@@ -2,7 +2,7 @@
 // the same layout and protocol as native/src/table.c over a SharedArrayBuffer.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -28,6 +28,14 @@ import {
   segmentSize,
 } from '../lib/lease-table/layout.js';
 
+/** This process's time namespace inode, as the table records it (0 without time namespaces). */
+const OWN_TIME_NS = (() => {
+  try {
+    return statSync('/proc/self/ns/time', { bigint: true }).ino;
+  } catch {
+    return 0n;
+  }
+})();
 const root = join(import.meta.dirname, '..');
 let names = 0;
 const uniqueName = (): string => `jsh-${process.pid}-${++names}`;
@@ -124,10 +132,12 @@ class Peek {
   clientWord(i: number): bigint {
     return Atomics.load(this.u64, (CLIENTS_OFFSET + i * CLIENT_SIZE + CLI.WORD) / 8);
   }
-  setClient(i: number, word: bigint, startTime: bigint, pidNs: bigint): void {
+  /** Writes a client entry; its time namespace is this process's unless given. */
+  setClient(i: number, word: bigint, startTime: bigint, pidNs: bigint, timeNs = OWN_TIME_NS): void {
     const e = CLIENTS_OFFSET + i * CLIENT_SIZE;
     this.view.setBigUint64(e + CLI.START_TIME, startTime, true);
     this.view.setBigUint64(e + CLI.PID_NS, pidNs, true);
+    this.view.setBigUint64(e + CLI.TIME_NS, timeNs, true);
     Atomics.store(this.u64, (e + CLI.WORD) / 8, word);
   }
   clientField64(i: number, field: number): bigint {

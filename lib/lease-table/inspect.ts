@@ -8,7 +8,10 @@ export interface ClientInspection {
   pid: number;
   serial: number;
   startTime: bigint;
+  /** Inode of the client's pid namespace; 0: unknown (never reaped). */
   pidNamespace: bigint;
+  /** Inode of its time namespace (start times compare only within one); 0 without time namespaces. */
+  timeNamespace: bigint;
   producer: boolean;
   /**
    * For `reaping`: the client whose process is reaping this entry (its index, and the low 15
@@ -108,6 +111,7 @@ export function inspectSegment(bytes: Uint8Array): TableInspection {
       serial: Number(word >> 24n),
       startTime: view.getBigUint64(at + CLI.START_TIME, true),
       pidNamespace: view.getBigUint64(at + CLI.PID_NS, true),
+      timeNamespace: view.getBigUint64(at + CLI.TIME_NS, true),
       reaper: reaperOf(state, word),
       producer: producerWord !== 0n && Number(producerWord & 0xffn) === i + 1,
     });

@@ -30,7 +30,7 @@
  * stopped with worker.terminate() runs no such hook and leaks its entry and its
  * pins until the process exits.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, readlinkSync, statSync } from 'node:fs';
 import { isMainThread, threadId } from 'node:worker_threads';
 import type { RawSummary, TableHandle } from './handle.js';
 import {
@@ -162,21 +162,41 @@ function readProcStat(pid: number | 'self'): { state: string; startTime: bigint 
   return { state: fields[0]!, startTime: BigInt(fields[19]!) };
 }
 
-function pidNamespace(pid: number | 'self'): bigint {
+function nsInode(path: string): bigint {
   try {
-    return statSync(`/proc/${pid}/ns/pid`, { bigint: true }).ino;
+    return statSync(path, { bigint: true }).ino;
   } catch {
     return 0n;
   }
 }
 
-let self: { pid: number; startTime: bigint; pidNs: bigint } | null = null;
-/** Our pid, start time and pid namespace: read once (they never change for a process). */
-function selfIdentity(): { pid: number; startTime: bigint; pidNs: bigint } {
+interface Identity {
+  pid: number;
+  startTime: bigint;
+  /** 0: unknown (/proc does not show us under our pid): never reaped, reaps nobody (table.c self_identity). */
+  pidNs: bigint;
+  timeNs: bigint;
+}
+let self: Identity | null = null;
+/** Our pid, start time and pid and time namespaces (table.c self_identity): read once per process. */
+function selfIdentity(): Identity {
   if (self === null || self.pid !== process.pid) {
-    self = { pid: process.pid, startTime: readProcStat('self')?.startTime ?? 0n, pidNs: pidNamespace('self') };
+    let visible = false;
+    try {
+      visible = readlinkSync('/proc/self') === String(process.pid);
+    } catch {
+      visible = false;
+    }
+    self = visible
+      ? { pid: process.pid, startTime: readProcStat('self')?.startTime ?? 0n, pidNs: nsInode('/proc/self/ns/pid'), timeNs: nsInode('/proc/self/ns/time') }
+      : { pid: process.pid, startTime: 0n, pidNs: 0n, timeNs: 0n };
   }
   return self;
+}
+
+/** same_namespaces: the entry's identity was recorded in our pid and time namespaces. */
+function sameNamespaces(u64: BigUint64Array, entry: number, me: Identity): boolean {
+  return Atomics.load(u64, (entry + CLI.PID_NS) >> 3) === me.pidNs && Atomics.load(u64, (entry + CLI.TIME_NS) >> 3) === me.timeNs;
 }
 
 /** True when the process that registered (pid, startTime) is certainly gone. */
@@ -442,7 +462,7 @@ export class JsTableHandle implements TableHandle {
   }
 
   private registerClient(flags: number): number {
-    const { pid, startTime, pidNs } = selfIdentity();
+    const { pid, startTime, pidNs, timeNs } = selfIdentity();
     if (pid > PID_MASK) return STATUS.ERR_SYSTEM;
     const u64 = this.u64;
     for (let i = 0; i < MAX_CLIENTS; i++) {
@@ -455,6 +475,7 @@ export class JsTableHandle implements TableHandle {
       const entry = CLIENTS_OFFSET + i * CLIENT_SIZE;
       Atomics.store(u64, (entry + CLI.START_TIME) >> 3, startTime);
       Atomics.store(u64, (entry + CLI.PID_NS) >> 3, pidNs);
+      Atomics.store(u64, (entry + CLI.TIME_NS) >> 3, timeNs);
       Atomics.store(this.u32, (entry + CLI.FLAGS) >> 2, flags);
       Atomics.store(this.u32, (entry + CLI.THREAD) >> 2, threadId);
       const active = (claiming & ~CLIENT_STATE_MASK) | BigInt(CLIENT_STATE.ACTIVE);
@@ -514,7 +535,8 @@ export class JsTableHandle implements TableHandle {
 
   reapDeadClients(): number {
     if (this.closed) return -STATUS.ERR_INVALID_ARGUMENT;
-    const myNs = selfIdentity().pidNs;
+    const identity = selfIdentity();
+    if (identity.pidNs === 0n) return 0; // we cannot judge anyone's liveness
     const me = reaperBits(this.client, this.clientWord);
     const u64 = this.u64;
     let reaped = 0;
@@ -526,14 +548,16 @@ export class JsTableHandle implements TableHandle {
       const state = Number(w & CLIENT_STATE_MASK);
       if (state === CLIENT_STATE.FREE) continue;
       if (state === CLIENT_STATE.REAPING) {
-        // A reap in progress: take it over only from a reaper that is gone (table.c).
-        if (!this.reaperIsGone(Number((w >> 2n) & PID_MASK_N), myNs)) continue;
+        // A reap in progress: take it over only from a reaper that is gone, and only as a
+        // registered reaper (table.c).
+        if (this.client < 0 || !this.reaperIsGone(Number((w >> 2n) & PID_MASK_N), identity)) continue;
       } else {
-        const active = state === CLIENT_STATE.ACTIVE;
         const pid = Number((w >> 2n) & PID_MASK_N);
-        const startTime = active ? Atomics.load(u64, (entry + CLI.START_TIME) >> 3) : 0n;
-        const ns = active ? Atomics.load(u64, (entry + CLI.PID_NS) >> 3) : myNs;
-        if (ns !== myNs) continue; // another pid namespace: its pids mean nothing here
+        let startTime = 0n; // CLAIMING: no identity yet
+        if (state === CLIENT_STATE.ACTIVE) {
+          if (!sameNamespaces(u64, entry, identity)) continue; // its pid and start time mean nothing here
+          startTime = Atomics.load(u64, (entry + CLI.START_TIME) >> 3);
+        }
         if (!clientIsDead(pid, startTime)) continue;
       }
       // Claim from the exact word found dead, naming ourselves as its reaper.
@@ -556,14 +580,14 @@ export class JsTableHandle implements TableHandle {
   }
 
   /** reaper_is_gone: the reaper a REAPING word names has left its entry, or its process is dead. */
-  private reaperIsGone(named: number, myNs: bigint): boolean {
+  private reaperIsGone(named: number, me: Identity): boolean {
     if ((named & REAPER_NAMED) === 0) return false; // an unregistered reaper: never taken over
     const index = named & (MAX_CLIENTS - 1);
     const serial15 = (named >>> 6) & 0x7fff;
     const entry = CLIENTS_OFFSET + index * CLIENT_SIZE;
     const w = Atomics.load(this.u64, (entry + CLI.WORD) >> 3);
     if (Number(w & CLIENT_STATE_MASK) !== CLIENT_STATE.ACTIVE || Number((w >> SERIAL_SHIFT) & 0x7fffn) !== serial15) return true;
-    if (Atomics.load(this.u64, (entry + CLI.PID_NS) >> 3) !== myNs) return false;
+    if (!sameNamespaces(this.u64, entry, me)) return false;
     return clientIsDead(Number((w >> 2n) & PID_MASK_N), Atomics.load(this.u64, (entry + CLI.START_TIME) >> 3));
   }
 

@@ -36,7 +36,7 @@ export const HDR = {
  * THREAD (u32 at 32) is written only by the JavaScript fallback: the worker_threads threadId of the
  * client, for inspection (the native core leaves it 0).
  */
-export const CLI = { WORD: 0, START_TIME: 8, PID_NS: 16, FLAGS: 24, THREAD: 32 } as const;
+export const CLI = { WORD: 0, START_TIME: 8, PID_NS: 16, FLAGS: 24, THREAD: 32, TIME_NS: 40 } as const;
 export const CLIENT_STATE = { FREE: 0, CLAIMING: 1, ACTIVE: 2, REAPING: 3 } as const;
 export const CLIENT_PRODUCER = 1;
 
@@ -113,6 +113,7 @@ export const LAYOUT: Readonly<Record<string, number>> = Object.freeze({
   WP_CLI_WORD: CLI.WORD,
   WP_CLI_START_TIME: CLI.START_TIME,
   WP_CLI_PID_NS: CLI.PID_NS,
+  WP_CLI_TIME_NS: CLI.TIME_NS,
   WP_SLOT_READY: SLOT_STATE.READY,
   WP_SLOT_EVICTING: SLOT_STATE.EVICTING,
   ADDON_EXCHANGE_WORDS: EXCHANGE.WORDS,

@@ -30,8 +30,11 @@
  *      its serial << 6 | its client index, or 0 for an unregistered reaper; a reap whose
  *      reaper is gone is taken over)
  *   8  start_time u64   (process start time, clock ticks since boot, /proc/PID/stat field 22)
- *   16 pid_ns u64       (inode of /proc/PID/ns/pid: clients of other namespaces are never reaped)
+ *   16 pid_ns u64       (inode of /proc/PID/ns/pid: clients of other namespaces are never reaped;
+ *                        0: unknown, never reaped)
  *   24 flags u32        (WP_CLIENT_PRODUCER)
+ *   40 time_ns u64      (inode of /proc/PID/ns/time, 0 without time namespaces: start times
+ *                        compare only within one)
  *
  * Slot (128 bytes, two cache lines; the first holds everything a lookup reads):
  *   0  state_gen u64 (atomic): state (8 bits) | generation (56 bits) << 8
@@ -87,6 +90,7 @@ extern "C" {
 #define WP_CLI_START_TIME 8u
 #define WP_CLI_PID_NS 16u
 #define WP_CLI_FLAGS 24u
+#define WP_CLI_TIME_NS 40u
 #define WP_CLIENT_FREE 0u
 #define WP_CLIENT_CLAIMING 1u
 #define WP_CLIENT_ACTIVE 2u

@@ -326,6 +326,7 @@ Napi::Object Layout(Napi::Env env) {
   set("WP_CLI_WORD", WP_CLI_WORD);
   set("WP_CLI_START_TIME", WP_CLI_START_TIME);
   set("WP_CLI_PID_NS", WP_CLI_PID_NS);
+  set("WP_CLI_TIME_NS", WP_CLI_TIME_NS);
   set("WP_SLOT_READY", WP_SLOT_READY);
   set("WP_SLOT_EVICTING", WP_SLOT_EVICTING);
   set("ADDON_EXCHANGE_WORDS", kExchangeWords);

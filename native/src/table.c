@@ -134,11 +134,41 @@ static int read_proc_stat(uint32_t pid, uint64_t *start_time, char *state) {
   return 1;
 }
 
-static uint64_t pid_namespace(uint32_t pid) {
-  char path[64];
+static uint64_t ns_inode(const char *path) {
   struct stat st;
-  snprintf(path, sizeof path, "/proc/%u/ns/pid", pid);
   return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* This process as other clients judge it: pid, start time, and the inodes of its pid and time
+ * namespaces (start times in /proc are relative to the reader's time namespace, so a start
+ * time means something only within one). pid_ns is 0 ("unknown") when /proc does not show this
+ * process under its own pid (a pid namespace that kept the host's /proc): such a client is
+ * never reaped by anyone, and reaps nobody. time_ns is 0 on kernels without time namespaces. */
+typedef struct {
+  uint32_t pid;
+  uint64_t start_time, pid_ns, time_ns;
+} identity;
+
+static identity self_identity(void) {
+  identity me = {(uint32_t)getpid(), 0, 0, 0};
+  char link[32];
+  ssize_t n = readlink("/proc/self", link, sizeof link - 1);
+  if (n <= 0) return me;
+  link[n] = 0;
+  if (strtoul(link, NULL, 10) != me.pid) return me;
+  char state;
+  read_proc_stat(me.pid, &me.start_time, &state);
+  me.pid_ns = ns_inode("/proc/self/ns/pid");
+  me.time_ns = ns_inode("/proc/self/ns/time");
+  return me;
+}
+
+/* 1 when the client entry's identity was recorded in our pid and time namespaces (else its pid
+ * and start time mean nothing to us). relaxed: read after the acquire load of the word that
+ * published them. */
+static int same_namespaces(const uint8_t *entry, const identity *me) {
+  return __atomic_load_n((const uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED) == me->pid_ns &&
+         __atomic_load_n((const uint64_t *)(entry + WP_CLI_TIME_NS), __ATOMIC_RELAXED) == me->time_ns;
 }
 
 /* 1 when the process that registered (pid, start_time) is certainly gone. */
@@ -156,11 +186,9 @@ static int client_is_dead(uint32_t pid, uint64_t start_time) {
 /* ---- client registry ----------------------------------------------------------------- */
 
 static int register_client(wp_table *t, uint32_t flags) {
-  uint32_t pid = (uint32_t)getpid();
+  identity me = self_identity();
+  uint32_t pid = me.pid;
   if (pid > PID_MASK) return WP_ERR_SYSTEM;
-  uint64_t start_time = 0;
-  char state;
-  read_proc_stat(pid, &start_time, &state);
   for (uint32_t i = 0; i < WP_MAX_CLIENTS; i++) {
     uint64_t *word = (uint64_t *)(client_at(t, i) + WP_CLI_WORD);
     uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
@@ -171,8 +199,9 @@ static int register_client(wp_table *t, uint32_t flags) {
      * reaper's cleanup (released with FREE) visible to us. */
     if (!__atomic_compare_exchange_n(word, &w, claiming, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
     uint8_t *entry = client_at(t, i);
-    __atomic_store_n((uint64_t *)(entry + WP_CLI_START_TIME), start_time, __ATOMIC_RELAXED);
-    __atomic_store_n((uint64_t *)(entry + WP_CLI_PID_NS), pid_namespace(pid), __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(entry + WP_CLI_START_TIME), me.start_time, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(entry + WP_CLI_PID_NS), me.pid_ns, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(entry + WP_CLI_TIME_NS), me.time_ns, __ATOMIC_RELAXED);
     __atomic_store_n((uint32_t *)(entry + WP_CLI_FLAGS), flags, __ATOMIC_RELAXED);
     uint64_t active = (claiming & ~CLIENT_STATE_MASK) | WP_CLIENT_ACTIVE;
     /* CAS from our own CLAIMING word, not a plain store: a reaper that judged us dead
@@ -242,7 +271,7 @@ static uint64_t reaper_bits(const wp_table *t) {
 /* 1 when the reaper a REAPING word names is certainly gone: its entry no longer holds that
  * client (closed or reaped since: it finished or died), or holds it and its process is dead.
  * A live reaper, one of another pid namespace, or an unregistered one is never gone. */
-static int reaper_is_gone(const wp_table *t, uint32_t named, uint64_t my_ns) {
+static int reaper_is_gone(const wp_table *t, uint32_t named, const identity *me) {
   if ((named & REAPER_NAMED) == 0) return 0;
   uint32_t index = named & (WP_MAX_CLIENTS - 1);
   uint32_t serial15 = (named >> 6) & 0x7fffu;
@@ -251,9 +280,8 @@ static int reaper_is_gone(const wp_table *t, uint32_t named, uint64_t my_ns) {
   if ((w & CLIENT_STATE_MASK) != WP_CLIENT_ACTIVE || ((w >> SERIAL_SHIFT) & 0x7fffu) != serial15) return 1;
   /* The same client still (ourselves included: alive), or, after 32,768 registrations of that
    * entry, one that looks the same: judged alive or dead as itself, the safe side. */
+  if (!same_namespaces(entry, me)) return 0;
   uint64_t start_time = __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED);
-  uint64_t ns = __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED);
-  if (ns != my_ns) return 0;
   return client_is_dead((uint32_t)((w >> 2) & PID_MASK), start_time);
 }
 
@@ -270,7 +298,8 @@ static void test_stop(const char *point) {
 
 int wp_reap_dead_clients(wp_table *t) {
   if (t == NULL) return -WP_ERR_INVALID_ARGUMENT;
-  uint64_t my_ns = pid_namespace((uint32_t)getpid());
+  identity self = self_identity();
+  if (self.pid_ns == 0) return 0; /* we cannot judge anyone's liveness (see self_identity) */
   uint64_t me = reaper_bits(t);
   int registered = me != 0; /* not yet when open reaps to make room in a full registry */
   int reaped = 0;
@@ -282,13 +311,16 @@ int wp_reap_dead_clients(wp_table *t) {
     uint64_t state = w & CLIENT_STATE_MASK;
     if (state == WP_CLIENT_FREE) continue;
     if (state == WP_CLIENT_REAPING) {
-      /* A reap in progress: take it over only from a reaper that is gone (killed mid-reap). */
-      if (!reaper_is_gone(t, (uint32_t)((w >> 2) & PID_MASK), my_ns)) continue;
+      /* A reap in progress: take it over only from a reaper that is gone (killed mid-reap),
+       * and only as a registered reaper, whose own claim can in turn be taken over. */
+      if (!registered || !reaper_is_gone(t, (uint32_t)((w >> 2) & PID_MASK), &self)) continue;
     } else {
       uint32_t pid = (uint32_t)((w >> 2) & PID_MASK);
-      uint64_t start_time = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED) : 0;
-      uint64_t ns = state == WP_CLIENT_ACTIVE ? __atomic_load_n((uint64_t *)(entry + WP_CLI_PID_NS), __ATOMIC_RELAXED) : my_ns;
-      if (ns != my_ns) continue; /* another pid namespace: its pids mean nothing here */
+      uint64_t start_time = 0; /* CLAIMING: no identity yet; "our namespaces, any start time" */
+      if (state == WP_CLIENT_ACTIVE) {
+        if (!same_namespaces(entry, &self)) continue; /* its pid and start time mean nothing here */
+        start_time = __atomic_load_n((uint64_t *)(entry + WP_CLI_START_TIME), __ATOMIC_RELAXED);
+      }
       if (!client_is_dead(pid, start_time)) continue;
     }
     /* Claim the reap from the exact word found dead (a dead client's, or a gone reaper's),
