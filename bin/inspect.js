@@ -13,7 +13,7 @@
 //   0 healthy (reap: done)   1 pins held by dead clients, or a dead producer: needs a reap
 //   2 usage error            3 no such table
 //   4 not a lease table of this ABI (ERR_BAD_SEGMENT)   5 any other error (addon not loaded, …)
-import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readlinkSync, readSync, statSync } from 'node:fs';
 import { implementationReason, openLeaseTable } from '../dist/index.js';
 import { HDR, WP_ABI_VERSION, WP_MAGIC } from '../dist/lease-table/layout.js';
 
@@ -105,7 +105,10 @@ function openForOperator(command, name) {
   }
 }
 
-/** The inodes of this process's pid and time namespaces, 0n where /proc cannot say (as the C core reads them). */
+/**
+ * The inodes of this process's pid and time namespaces, as the C core records them (0n where
+ * /proc cannot say; pid 0n, "unknown", when /proc does not show this process under its pid).
+ */
 function ownNamespaces() {
   const inode = (path) => {
     try {
@@ -114,7 +117,13 @@ function ownNamespaces() {
       return 0n;
     }
   };
-  return { pid: inode('/proc/self/ns/pid'), time: inode('/proc/self/ns/time') };
+  let visible = false;
+  try {
+    visible = readlinkSync('/proc/self') === String(process.pid);
+  } catch {
+    visible = false;
+  }
+  return visible ? { pid: inode('/proc/self/ns/pid'), time: inode('/proc/self/ns/time') } : { pid: 0n, time: 0n };
 }
 
 /** { state, startTime } from /proc/<pid>/stat, or null when there is no such entry. */
@@ -132,8 +141,9 @@ function procStat(pid) {
   return { state: fields[0], startTime: BigInt(fields[19]) };
 }
 
-/** 'alive', 'dead' or 'other-namespace', judged as the C core's reaper does. */
+/** 'alive', 'dead' or 'other-namespace', judged as the C core's reaper does ('other-namespace' for everyone when our own namespace is unknown). */
 function liveness(client, my) {
+  if (my.pid === 0n) return 'other-namespace'; // we cannot judge anyone, and a reap from here reaps nobody
   // An entry still CLAIMING has not written its start time and namespaces yet: the reaper
   // then takes "these namespaces" and "any start time", and so does this. Start times compare
   // only within one time namespace; a pid namespace of 0 is unknown, never judged.
@@ -290,7 +300,7 @@ function humanReport(r) {
   if (stuck.length > 0) {
     lines.push(`clients being reaped: ${stuck.map((c) => (c.reaper === 'unregistered' ? `client ${c.index} by an unregistered reaper` : `client ${c.index} by client ${c.reaper.client}` +
       (c.reaperPid === null ? ', which has left the table' : ` (pid ${c.reaperPid})`)) + ` (${c.liveness === 'dead' ? 'reaper gone' : c.liveness})`).join(', ')}` +
-      ' (a reap whose reaper is gone is taken over by the next reap)');
+      ' (a reap whose reaper is gone is taken over by the next reap; one by an unregistered reaper never is: if it persists, drain and recreate the table)');
   }
   lines.push('');
   if (r.needsReap) {

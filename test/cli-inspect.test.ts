@@ -169,6 +169,35 @@ describe.runIf(implementation === 'native')('waitprep inspect and reap (native, 
     expect(producer.tryEvict(KEY_A)).toBe('evicted');
   });
 
+  it('flags a reap whose reaper is gone even without pins (exit 1); an unregistered reaper\'s is unknown', () => {
+    const name = tableName();
+    const producer = open({ name, role: 'producer', create: { capacity: 8 } });
+    const idle = open({ name, role: 'consumer' }); // holds no pin
+    const serial = BigInt(producer.inspect().clients.find((c) => c.index === idle.clientIndex)!.serial);
+    const stage = (named: bigint) => {
+      const word = Buffer.alloc(8);
+      word.writeBigUInt64LE((serial << 24n) | (named << 2n) | BigInt(CLIENT_STATE.REAPING));
+      const fd = openSync(`/dev/shm/${name}`, 'r+');
+      try {
+        expect(writeSync(fd, word, 0, 8, CLIENTS_OFFSET + idle.clientIndex * CLIENT_SIZE + CLI.WORD)).toBe(8);
+      } finally {
+        closeSync(fd);
+      }
+    };
+    stage(0n); // an unregistered reaper: never taken over, nothing a reap can do
+    let run = cliJson(['inspect', name]);
+    expect(run.status).toBe(0);
+    expect(run.report.clients.find((c: any) => c.index === idle.clientIndex)).toMatchObject({ state: 'reaping', reaper: 'unregistered', liveness: 'unknown' });
+    expect(cli(['inspect', name]).stdout).toContain('by an unregistered reaper (unknown)');
+    stage((1n << 21n) | (1n << 6n) | 63n); // named by client 63, which is not there: gone
+    run = cliJson(['inspect', name]);
+    expect(run.status).toBe(1);
+    expect(run.report).toMatchObject({ needsReap: true, deadPins: [] });
+    expect(cli(['inspect', name]).stdout).toContain('a reap whose reaper is gone');
+    expect(cliJson(['reap', name]).report).toMatchObject({ reaped: 1 });
+    expect(cliJson(['inspect', name]).status).toBe(0);
+  });
+
   it('shows a SIGKILLed producer as dead (exit 1); reap frees the role and abandons its reservation', async () => {
     const name = tableName();
     const creator = open({ name, role: 'producer', create: { capacity: 16 } });

@@ -270,7 +270,7 @@ static uint64_t reaper_bits(const wp_table *t) {
 
 /* 1 when the reaper a REAPING word names is certainly gone: its entry no longer holds that
  * client (closed or reaped since: it finished or died), or holds it and its process is dead.
- * A live reaper, one of another pid namespace, or an unregistered one is never gone. */
+ * A live reaper, one of another pid or time namespace, or an unregistered one is never gone. */
 static int reaper_is_gone(const wp_table *t, uint32_t named, const identity *me) {
   if ((named & REAPER_NAMED) == 0) return 0;
   uint32_t index = named & (WP_MAX_CLIENTS - 1);
