@@ -44,6 +44,22 @@ function cliJson(args: string[]): { status: number | null; report: any; stderr: 
   return { status, report, stderr };
 }
 
+/**
+ * Writes, through the /dev/shm file, the word a reaper's claim leaves in client entry `index`:
+ * the entry's serial kept, REAPING, and `named` in the pid bits (waitprep.h: 1 << 21 | low 15
+ * serial bits << 6 | client index, or 0 for an unregistered reaper).
+ */
+function stageReaping(name: string, index: number, serial: bigint, named: bigint): void {
+  const word = Buffer.alloc(8);
+  word.writeBigUInt64LE((serial << 24n) | (named << 2n) | BigInt(CLIENT_STATE.REAPING));
+  const fd = openSync(`/dev/shm/${name}`, 'r+');
+  try {
+    expect(writeSync(fd, word, 0, 8, CLIENTS_OFFSET + index * CLIENT_SIZE + CLI.WORD)).toBe(8);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 afterEach(async () => {
   await cleanup();
   for (const file of files.splice(0)) rmSync(file, { force: true });
@@ -142,14 +158,7 @@ describe.runIf(implementation === 'native')('waitprep inspect and reap (native, 
     // entry is reaped since: the word REAPING, naming a reaper (client 63, serial 1) that no
     // longer holds its entry, and the dead client's pin bits still set.
     const serial = BigInt(producer.inspect().clients.find((c) => c.index === index)!.serial);
-    const word = Buffer.alloc(8);
-    word.writeBigUInt64LE((serial << 24n) | (((1n << 21n) | (1n << 6n) | 63n) << 2n) | BigInt(CLIENT_STATE.REAPING));
-    const fd = openSync(`/dev/shm/${name}`, 'r+');
-    try {
-      expect(writeSync(fd, word, 0, 8, CLIENTS_OFFSET + index * CLIENT_SIZE + CLI.WORD)).toBe(8);
-    } finally {
-      closeSync(fd);
-    }
+    stageReaping(name, index, serial, (1n << 21n) | (1n << 6n) | 63n);
 
     let run = cliJson(['inspect', name]);
     expect(run.status, run.stderr).toBe(1);
@@ -174,16 +183,7 @@ describe.runIf(implementation === 'native')('waitprep inspect and reap (native, 
     const producer = open({ name, role: 'producer', create: { capacity: 8 } });
     const idle = open({ name, role: 'consumer' }); // holds no pin
     const serial = BigInt(producer.inspect().clients.find((c) => c.index === idle.clientIndex)!.serial);
-    const stage = (named: bigint) => {
-      const word = Buffer.alloc(8);
-      word.writeBigUInt64LE((serial << 24n) | (named << 2n) | BigInt(CLIENT_STATE.REAPING));
-      const fd = openSync(`/dev/shm/${name}`, 'r+');
-      try {
-        expect(writeSync(fd, word, 0, 8, CLIENTS_OFFSET + idle.clientIndex * CLIENT_SIZE + CLI.WORD)).toBe(8);
-      } finally {
-        closeSync(fd);
-      }
-    };
+    const stage = (named: bigint) => stageReaping(name, idle.clientIndex, serial, named);
     stage(0n); // an unregistered reaper: never taken over, nothing a reap can do
     let run = cliJson(['inspect', name]);
     expect(run.status).toBe(0);
