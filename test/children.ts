@@ -6,7 +6,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
+import { artifactKey, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
+import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 
 const HOLDER = join(import.meta.dirname, 'fixtures', 'lease-holder.mjs');
 
@@ -26,7 +27,7 @@ export function leaseHolders(prefix: string) {
   const tables: LeaseTable[] = [];
   const names: string[] = [];
 
-  return {
+  const api = {
     /** A fresh table name, unlinked at cleanup. */
     tableName(): string {
       const name = `${prefix}-${process.pid}-${randomBytes(4).toString('hex')}`;
@@ -39,6 +40,21 @@ export function leaseHolders(prefix: string) {
       const table = openLeaseTable({ implementation: 'native', ...options });
       tables.push(table);
       return table;
+    },
+
+    /**
+     * A fresh native table whose producer (this process) published keys 0 and 1, and a consumer
+     * holder child that pinned key 0 twice: the start of every crash and inspect test.
+     */
+    async pinnedByHolder(): Promise<{ name: string; producer: LeaseTable; holder: Holder; index: number; slot: number }> {
+      const name = api.tableName();
+      const producer = api.open({ name, role: 'producer', create: { capacity: 64 } });
+      producer.publish(producer.reserve(artifactKey(keyFields(0))), publicationMeta(0, 1));
+      producer.publish(producer.reserve(artifactKey(keyFields(1))), publicationMeta(1, 2));
+      const holder = api.startHolder(name, 'consumer', 0);
+      const said = await holder.message;
+      if (said.event !== 'pinned' || said.pins !== 2 || said.pid !== holder.pid) throw new Error(`holder said ${JSON.stringify(said)}`);
+      return { name, producer, holder, index: said.clientIndex as number, slot: said.slot as number };
     },
 
     startHolder(name: string, role: 'consumer' | 'producer', keyIndex: number): Holder {
@@ -73,6 +89,7 @@ export function leaseHolders(prefix: string) {
       for (const name of names.splice(0)) unlinkLeaseTable(name);
     },
   };
+  return api;
 }
 
 /** How a pinner ended: its one JSON result (or null), exit code, signal and output for messages. */

@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, implementation } from '../lib/index.js';
 import { CLI, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET } from '../lib/lease-table/layout.js';
-import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
+import { keyFields } from './fixtures/lease-stress-common.mjs';
 import { leaseHolders, type Holder } from './children.js';
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'waitprep.js');
 const KEY_A = artifactKey(keyFields(0));
 const KEY_B = artifactKey(keyFields(1));
-const { tableName, open, startHolder, cleanup } = leaseHolders('wp-cli');
+const { tableName, open, startHolder, pinnedByHolder, cleanup } = leaseHolders('wp-cli');
 /** Files written by hand into /dev/shm, removed after each test. */
 const files: string[] = [];
 
@@ -67,16 +67,7 @@ afterEach(async () => {
 
 describe.runIf(implementation === 'native')('waitprep inspect and reap (native, real processes)', () => {
   it('shows a SIGKILLed consumer as dead with its pins, reaps it, and is healthy after', async () => {
-    const name = tableName();
-    const producer = open({ name, role: 'producer', create: { capacity: 64 } });
-    producer.publish(producer.reserve(KEY_A), publicationMeta(0, 1));
-    producer.publish(producer.reserve(KEY_B), publicationMeta(1, 2));
-
-    const holder = startHolder(name, 'consumer', 0);
-    const said = await holder.message;
-    expect(said).toMatchObject({ event: 'pinned', pins: 2, pid: holder.pid });
-    const index = said.clientIndex as number;
-    const slot = said.slot as number;
+    const { name, producer, holder, index, slot } = await pinnedByHolder();
 
     // While the holder lives, its pins are a live client's: healthy.
     let run = cliJson(['inspect', name]);
@@ -146,13 +137,7 @@ describe.runIf(implementation === 'native')('waitprep inspect and reap (native, 
   });
 
   it('shows an entry whose reaper died mid-reap (exit 1); reap takes it over', async () => {
-    const name = tableName();
-    const producer = open({ name, role: 'producer', create: { capacity: 64 } });
-    producer.publish(producer.reserve(KEY_A), publicationMeta(0, 1));
-    producer.publish(producer.reserve(KEY_B), publicationMeta(1, 2));
-    const holder = startHolder(name, 'consumer', 0);
-    const said = await holder.message;
-    const index = said.clientIndex as number;
+    const { name, producer, holder, index } = await pinnedByHolder();
     await kill(holder);
     // Stage what a reaper leaves when it is killed right after claiming the entry and its own
     // entry is reaped since: the word REAPING, naming a reaper (client 63, serial 1) that no

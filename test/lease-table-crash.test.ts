@@ -11,7 +11,7 @@ import { leaseHolders } from './children.js';
 
 const KEY_A = artifactKey(keyFields(0));
 const KEY_B = artifactKey(keyFields(1));
-const { tableName, open, startHolder, cleanup } = leaseHolders('wp-crash');
+const { tableName, open, startHolder, pinnedByHolder, cleanup } = leaseHolders('wp-crash');
 
 /** State letter of /proc/<pid>/stat ('R', 'S', 'Z', …), or null when there is no such process. */
 function procState(pid: number): string | null {
@@ -43,16 +43,7 @@ afterEach(cleanup);
 
 describe.runIf(implementation === 'native')('lease table: a SIGKILLed client (native, real processes)', () => {
   it.each(['zombie', 'waited'] as const)('reclaims the pins of a killed consumer (%s)', async (path) => {
-    const name = tableName();
-    const producer = open({ name, role: 'producer', create: { capacity: 64 } });
-    producer.publish(producer.reserve(KEY_A), publicationMeta(0, 1));
-    producer.publish(producer.reserve(KEY_B), publicationMeta(1, 2));
-
-    const holder = startHolder(name, 'consumer', 0);
-    const said = await holder.message;
-    expect(said).toMatchObject({ event: 'pinned', pins: 2, pid: holder.pid });
-    const index = said.clientIndex as number;
-    const slot = said.slot as number;
+    const { name, producer, holder, index, slot } = await pinnedByHolder();
 
     let view = producer.inspect();
     expect(view.clients.find((c) => c.index === index)).toMatchObject({ pid: holder.pid, state: 'active', producer: false });
