@@ -111,19 +111,10 @@ export interface GenerateTraceOptions {
   readonly namespace?: string;
 }
 
-/** Every source field of a trace's keys except task, namespace and token layout; see {@link keyFromSpec}. */
-export interface TraceKeyBase {
-  readonly snapshotKind: string;
-  readonly runtime: string;
-  readonly model: string;
-  readonly adapter: string;
-  readonly profile: string;
-  readonly positionPolicy: string;
-  readonly sourcePageGeneration: number | bigint;
-  readonly codec: string;
-  readonly codecConfig: string;
-  readonly representationVersion: number | bigint;
-}
+/** Every field of a trace's keys except the source's task, namespace, token layout and extra; see {@link keyFromSpec}. */
+export type TraceKeyBase = Readonly<
+  Omit<ArtifactKeyFields['source'], 'task' | 'namespace' | 'tokenLayout' | 'extra'> & Omit<ArtifactKeyFields, 'source'>
+>;
 
 /** What {@link traceSummary} counts. */
 export interface TraceSummary {

@@ -144,3 +144,17 @@ export function workerWithResult<R>(script: string, workerData: unknown): Runnin
   });
   return { done, kill: () => void worker.terminate() };
 }
+
+/**
+ * Runs `step` over and over (yielding to the event loop every 256 steps, so the children's
+ * results come in) until every one of `running` has ended; returns how they ended.
+ */
+export async function stepUntilEnded<R>(running: Array<Running<R>>, step: () => void): Promise<Array<Ended<R>>> {
+  let left = running.length;
+  for (const r of running) void r.done.then(() => left--);
+  while (left > 0) {
+    for (let i = 0; i < 256; i++) step();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return Promise.all(running.map((r) => r.done));
+}

@@ -21,7 +21,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { childWithResult, workerWithResult, type Running } from './children.js';
+import { childWithResult, stepUntilEnded, workerWithResult, type Running } from './children.js';
 import { artifactKey, implementation, nativeLibraryPath, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
 import { LOCATION_BASE, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 
@@ -163,24 +163,18 @@ async function stress(producer: LeaseTable, startPinners: () => Pinner[]) {
     write(k);
   }
 
-  const pinners = startPinners();
-  let running = pinners.length;
-  for (const p of pinners) void p.done.then(() => running--);
   const outcomes = { evicted: 0, pinned: 0, absent: 0 };
   let round = 0;
-  while (running > 0) {
-    for (let i = 0; i < 256; i++, round++) {
-      write(round % KEY_COUNT);
-      if (round % EVICT_EVERY === 0) {
-        const k = (round / EVICT_EVERY) % KEY_COUNT;
-        const outcome = producer.tryEvict(KEYS[k]!);
-        outcomes[outcome]++;
-        if (outcome === 'evicted') publish(k);
-      }
+  const finished = await stepUntilEnded(startPinners(), () => {
+    write(round % KEY_COUNT);
+    if (round % EVICT_EVERY === 0) {
+      const k = (round / EVICT_EVERY) % KEY_COUNT;
+      const outcome = producer.tryEvict(KEYS[k]!);
+      outcomes[outcome]++;
+      if (outcome === 'evicted') publish(k);
     }
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  const finished = await Promise.all(pinners.map((p) => p.done));
+    round++;
+  });
   return { finished, outcomes, writes: writeSeq, last };
 }
 

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { childWithResult, workerWithResult, type Running } from './children.js';
+import { childWithResult, stepUntilEnded, workerWithResult, type Running } from './children.js';
 import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
 import { KEY_COUNT, LOCATION_BASE, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 
@@ -65,21 +65,14 @@ async function stress(producer: LeaseTable, startPinners: () => Pinner[]) {
   };
   for (let k = 0; k < KEY_COUNT; k++) publish(k);
 
-  const pinners = startPinners();
-  let running = pinners.length;
-  for (const p of pinners) void p.done.then(() => running--);
   const outcomes = { evicted: 0, pinned: 0, absent: 0 };
   let round = 0;
-  while (running > 0) {
-    for (let i = 0; i < 256; i++) {
-      const k = round++ % KEY_COUNT;
-      const outcome = producer.tryEvict(KEYS[k]!);
-      outcomes[outcome]++;
-      if (outcome === 'evicted') publish(k);
-    }
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  const finished = await Promise.all(pinners.map((p) => p.done));
+  const finished = await stepUntilEnded(startPinners(), () => {
+    const k = round++ % KEY_COUNT;
+    const outcome = producer.tryEvict(KEYS[k]!);
+    outcomes[outcome]++;
+    if (outcome === 'evicted') publish(k);
+  });
   return { finished, outcomes, lastSerial };
 }
 
