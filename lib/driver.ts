@@ -6,6 +6,7 @@ import { WaitprepError, describe, invalidArgument } from './errors.js';
 import type { ArtifactKeyFields } from './key.js';
 import type { IssuedWorkTicket, WaitCoordinator } from './coordinator.js';
 import type { ResourceGrant } from './types.js';
+import { isObject } from './internal/validate.js';
 
 /**
  * Where resource grants come from. The driver asks for one only when the
@@ -629,10 +630,6 @@ function moduleUrl(worker: unknown): string {
   if (typeof filename === 'string' && filename.startsWith('file:')) return new URL(filename).href;
   if (typeof filename !== 'string' || !isAbsolute(filename)) throw invalidArgument('worker.filename', 'an absolute path or a file: URL', filename);
   return pathToFileURL(filename).href;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null;
 }
 
 /** Surfaces an error from a callback we cannot return it to: a grant source or `onSettled` that throws is a bug. */

@@ -50,6 +50,6 @@ export function describe(value: unknown): string {
   return `${String(value)} (${typeof value})`;
 }
 
-export function invalidArgument(field: string, expected: string, got: unknown): WaitprepError {
-  return new WaitprepError('ERR_INVALID_ARGUMENT', `Expected \`${field}\` to be ${expected}, got ${describe(got)}`, { field });
+export function invalidArgument(field: string, expected: string, got: unknown, code: WaitprepErrorCode = 'ERR_INVALID_ARGUMENT', where = ''): WaitprepError {
+  return new WaitprepError(code, `Expected \`${field}\`${where} to be ${expected}, got ${describe(got)}`, { field });
 }

@@ -1,6 +1,6 @@
 import * as crypto from 'node:crypto';
-import { WaitprepError, describe } from './errors.js';
-import { u64OrNull } from './internal/validate.js';
+import { WaitprepError, invalidArgument } from './errors.js';
+import { isPlainObject, u64OrNull } from './internal/validate.js';
 
 /**
  * The fields of an artifact's identity, as the runtime knows them. See
@@ -195,13 +195,7 @@ export function encodeArtifactKey(fields: ArtifactKeyFields): Uint8Array {
 }
 
 function keyError(field: string, expected: string, got: unknown): WaitprepError {
-  return new WaitprepError('ERR_INVALID_KEY', `Expected \`${field}\` to be ${expected}, got ${describe(got)}`, { field });
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
+  return invalidArgument(field, expected, got, 'ERR_INVALID_KEY');
 }
 
 function identityString(field: string, value: unknown, allowEmpty = false): string {

@@ -5,7 +5,8 @@
  *
  * A trace is data, not a driver: nothing here calls the coordinator or reads a clock.
  */
-import { WaitprepError, describe } from './errors.js';
+import { WaitprepError, describe, invalidArgument } from './errors.js';
+import { isPlainObject } from './internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -732,13 +733,7 @@ function specId(spec: KeySpec): string {
 // Argument checks. `where` is '' or " on line N" / " in events[i]".
 
 function bad(field: string, expected: string, got: unknown, where: string): WaitprepError {
-  return new WaitprepError('ERR_INVALID_ARGUMENT', `Expected \`${field}\`${where} to be ${expected}, got ${describe(got)}`, { field });
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
+  return invalidArgument(field, expected, got, 'ERR_INVALID_ARGUMENT', where);
 }
 
 function rejectUnknown(object: Record<string, unknown>, known: Set<string>, prefix: string, where: string): void {

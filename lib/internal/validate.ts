@@ -2,11 +2,18 @@ import { WaitprepError, invalidArgument } from '../errors.js';
 import type { Consumer, DeviceTarget } from '../types.js';
 
 /** The largest u64. */
-export const U64_MAX = (1n << 64n) - 1n;
+const U64_MAX = (1n << 64n) - 1n;
 const GPU_UUID = /^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null;
+}
+
+/** An object literal (or one without a prototype): what option and field objects must be. */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
 }
 
 export function nonEmptyString(field: string, value: unknown): string {
@@ -46,22 +53,25 @@ export interface NormalizedTarget extends DeviceTarget {
 
 /**
  * A device target in one canonical form (lowercase UUID, bigint arena and
- * generation), or `null` when it is malformed. The target's 40-byte
- * wp_device_record is computed now and remembered for the object, so a wake
- * that passes it to the lease table parses nothing.
+ * generation), or `null` when it is malformed. A target this returned before
+ * is returned as it is (one WeakSet lookup), so the coordinator's normalized
+ * targets cost nothing to check again at the wake.
  */
 export function normalizeTarget(value: unknown): NormalizedTarget | null {
   if (!isObject(value)) return null;
+  if (normalized.has(value)) return value as unknown as NormalizedTarget;
   const { device } = value;
   if (typeof device !== 'string' || !GPU_UUID.test(device)) return null;
   const arena = u64OrNull(value.arena);
   const arenaGeneration = u64OrNull(value.arenaGeneration);
   if (arena === null || arenaGeneration === null) return null;
   const target: NormalizedTarget = Object.freeze({ device: 'GPU-' + device.slice(4).toLowerCase(), arena, arenaGeneration });
-  records.set(target, deviceRecord(target, 0n));
+  normalized.add(target);
   return target;
 }
 
+/** The targets normalizeTarget built. */
+const normalized = new WeakSet<object>();
 /** Encoded records of targets seen before, by object: the wake path's lookup. */
 const records = new WeakMap<object, Uint8Array>();
 
@@ -82,9 +92,8 @@ export function deviceRecord(target: NormalizedTarget, writeSeq: bigint): Uint8A
 
 /**
  * The encoded record of a device target (write_seq 0), or `null` when it is
- * malformed. A target normalized before (as every coordinator wait's is) costs
- * one WeakMap lookup; another object is validated and encoded once, then
- * remembered.
+ * malformed. Each target object is validated and encoded once, then found by
+ * one WeakMap lookup (the wake path's cost for every later pin against it).
  */
 export function encodedTarget(value: unknown): Uint8Array | null {
   if (!isObject(value)) return null;
@@ -92,7 +101,7 @@ export function encodedTarget(value: unknown): Uint8Array | null {
   if (known !== undefined) return known;
   const target = normalizeTarget(value);
   if (target === null) return null;
-  const record = records.get(target)!;
+  const record = deviceRecord(target, 0n);
   records.set(value, record);
   return record;
 }
