@@ -13,9 +13,10 @@
 //   0 healthy (reap: done)   1 pins held by dead clients, or a dead producer: needs a reap
 //   2 usage error            3 no such table
 //   4 not a lease table of this ABI (ERR_BAD_SEGMENT)   5 any other error (addon not loaded, …)
-import { closeSync, openSync, readFileSync, readlinkSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { implementationReason, openLeaseTable } from '../dist/index.js';
 import { HDR, WP_ABI_VERSION, WP_MAGIC } from '../dist/lease-table/layout.js';
+import { clientIsDead, selfIdentity } from '../dist/lease-table/liveness.js';
 
 export const EXIT = Object.freeze({ HEALTHY: 0, NEEDS_REAP: 1, USAGE: 2, NOT_FOUND: 3, BAD_SEGMENT: 4, ERROR: 5 });
 
@@ -106,68 +107,23 @@ function openForOperator(command, name) {
 }
 
 /**
- * The inodes of this process's pid and time namespaces, as the C core records them (0n where
- * /proc cannot say; pid 0n, "unknown", when /proc does not show this process under its pid).
+ * 'alive', 'dead' or 'other-namespace', judged as the core's reaper judges (lib/lease-table/liveness.ts
+ * is its JavaScript mirror); 'other-namespace' for everyone when our own namespace is unknown.
  */
-function ownNamespaces() {
-  const inode = (path) => {
-    try {
-      return statSync(path, { bigint: true }).ino;
-    } catch {
-      return 0n;
-    }
-  };
-  let visible = false;
-  try {
-    visible = readlinkSync('/proc/self') === String(process.pid);
-  } catch {
-    visible = false;
-  }
-  return visible ? { pid: inode('/proc/self/ns/pid'), time: inode('/proc/self/ns/time') } : { pid: 0n, time: 0n };
-}
-
-/** { state, startTime } from /proc/<pid>/stat, or null when there is no such entry. */
-function procStat(pid) {
-  let text;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  } catch {
-    return null;
-  }
-  // The command name may hold spaces and parentheses: fields resume after the last ')'.
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // fields[0] is field 3 (state); the start time is field 22.
-  if (fields.length < 20) return null;
-  return { state: fields[0], startTime: BigInt(fields[19]) };
-}
-
-/** 'alive', 'dead' or 'other-namespace', judged as the C core's reaper does ('other-namespace' for everyone when our own namespace is unknown). */
-function liveness(client, my) {
-  if (my.pid === 0n) return 'other-namespace'; // we cannot judge anyone, and a reap from here reaps nobody
+function liveness(client, me) {
+  if (me.pidNs === 0n) return 'other-namespace'; // we cannot judge anyone, and a reap from here reaps nobody
   // An entry still CLAIMING has not written its start time and namespaces yet: the reaper
   // then takes "these namespaces" and "any start time", and so does this. Start times compare
   // only within one time namespace; a pid namespace of 0 is unknown, never judged.
   const claiming = client.state === 'claiming';
-  const startTime = claiming ? 0n : client.startTime;
-  if (!claiming && (client.pidNamespace !== my.pid || client.timeNamespace !== my.time || client.pidNamespace === 0n)) return 'other-namespace';
-  if (!(client.pid > 0)) return 'dead';
-  const stat = procStat(client.pid);
-  if (stat !== null) {
-    if (startTime !== 0n && stat.startTime !== startTime) return 'dead'; // the pid was reused
-    return stat.state === 'Z' || stat.state === 'X' ? 'dead' : 'alive';
-  }
-  try {
-    process.kill(client.pid, 0); // no /proc entry: hidepid may hide a live process
-    return 'alive';
-  } catch (error) {
-    return error?.code === 'ESRCH' ? 'dead' : 'alive';
-  }
+  if (!claiming && (client.pidNamespace !== me.pidNs || client.timeNamespace !== me.timeNs)) return 'other-namespace';
+  return clientIsDead(client.pid, claiming ? 0n : client.startTime) ? 'dead' : 'alive';
 }
 
 /** The report of one inspection, without the inspector's own client entry. */
 function buildReport(name, table, view) {
   const self = table.clientIndex;
-  const myNamespace = ownNamespaces();
+  const me = selfIdentity();
   // A REAPING entry is judged by its reaper, as the core does: 'dead' once that client has left
   // its entry (closed or reaped) or its process died; the next reap takes the work over.
   const reaperOf = (c) =>
@@ -175,10 +131,10 @@ function buildReport(name, table, view) {
   const clients = view.clients
     .filter((c) => c.index !== self)
     .map((c) => {
-      if (c.state !== 'reaping') return { ...c, liveness: liveness(c, myNamespace) };
+      if (c.state !== 'reaping') return { ...c, liveness: liveness(c, me) };
       if (c.reaper === 'unregistered') return { ...c, reaperPid: null, liveness: 'unknown' }; // never taken over
       const reaper = reaperOf(c);
-      return { ...c, reaperPid: reaper?.pid ?? null, liveness: reaper === null ? 'dead' : liveness(reaper, myNamespace) };
+      return { ...c, reaperPid: reaper?.pid ?? null, liveness: reaper === null ? 'dead' : liveness(reaper, me) };
     });
   const byIndex = new Map(clients.map((c) => [c.index, c]));
   const holder = (index) => {

@@ -805,9 +805,9 @@ describe('JS lease table: close and reap', () => {
 describe('JS lease table: worker_threads', () => {
   let dir: string;
   beforeAll(async () => {
-    // Workers run plain Node, not vitest's transform: strip the types of the two modules here.
+    // Workers run plain Node, not vitest's transform: strip the types of the modules here.
     dir = mkdtempSync(join(tmpdir(), 'waitprep-js-handle-'));
-    for (const file of ['layout.ts', 'js-handle.ts']) {
+    for (const file of ['layout.ts', 'liveness.ts', 'js-handle.ts']) {
       const source = readFileSync(join(root, 'lib', 'lease-table', file), 'utf8');
       const { code } = await transformWithOxc(source, file, {});
       writeFileSync(join(dir, file.replace(/\.ts$/, '.js')), code);

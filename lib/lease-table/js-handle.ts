@@ -30,9 +30,9 @@
  * stopped with worker.terminate() runs no such hook and leaks its entry and its
  * pins until the process exits.
  */
-import { readFileSync, readlinkSync, statSync } from 'node:fs';
 import { isMainThread, threadId } from 'node:worker_threads';
 import type { RawSummary, TableHandle } from './handle.js';
+import { clientIsDead, selfIdentity, type Identity } from './liveness.js';
 import {
   CLI,
   CLIENT_PRODUCER,
@@ -143,77 +143,9 @@ function validName(name: unknown): name is string {
   return /^[A-Za-z0-9._-]+$/.test(name) && name[0] !== '.';
 }
 
-// ---- process liveness (mirrors read_proc_stat / pid_namespace / client_is_dead) --------
-
-/** State and start time (field 22) of /proc/PID/stat, or null when absent or unreadable. */
-function readProcStat(pid: number | 'self'): { state: string; startTime: bigint } | null {
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  } catch {
-    return null;
-  }
-  // The command name may hold spaces and parentheses: the last ')' ends it.
-  const close = text.lastIndexOf(')');
-  if (close < 0 || text[close + 1] !== ' ') return null;
-  const fields = text.slice(close + 2).split(' ');
-  // fields[0] is field 3 (state); the start time is field 22.
-  if (fields.length < 20 || !/^\d+$/.test(fields[19]!)) return null;
-  return { state: fields[0]!, startTime: BigInt(fields[19]!) };
-}
-
-function nsInode(path: string): bigint {
-  try {
-    return statSync(path, { bigint: true }).ino;
-  } catch {
-    return 0n;
-  }
-}
-
-interface Identity {
-  pid: number;
-  startTime: bigint;
-  /** 0: unknown (/proc does not show us under our pid): never reaped, reaps nobody (table.c self_identity). */
-  pidNs: bigint;
-  timeNs: bigint;
-}
-let self: Identity | null = null;
-/** Our pid, start time and pid and time namespaces (table.c self_identity): read once per process. */
-function selfIdentity(): Identity {
-  if (self === null || self.pid !== process.pid) {
-    let visible = false;
-    try {
-      visible = readlinkSync('/proc/self') === String(process.pid);
-    } catch {
-      visible = false;
-    }
-    self = visible
-      ? { pid: process.pid, startTime: readProcStat('self')?.startTime ?? 0n, pidNs: nsInode('/proc/self/ns/pid'), timeNs: nsInode('/proc/self/ns/time') }
-      : { pid: process.pid, startTime: 0n, pidNs: 0n, timeNs: 0n };
-  }
-  return self;
-}
-
 /** same_namespaces: the entry's identity was recorded in our pid and time namespaces. */
 function sameNamespaces(u64: BigUint64Array, entry: number, me: Identity): boolean {
   return Atomics.load(u64, (entry + CLI.PID_NS) >> 3) === me.pidNs && Atomics.load(u64, (entry + CLI.TIME_NS) >> 3) === me.timeNs;
-}
-
-/** True when the process that registered (pid, startTime) is certainly gone. */
-function clientIsDead(pid: number, startTime: bigint): boolean {
-  if (pid === process.pid) return false; // ourselves: alive (the C check concludes the same)
-  const now = readProcStat(pid);
-  if (now !== null) {
-    if (now.startTime !== startTime && startTime !== 0n) return true; // pid reused
-    return now.state === 'Z' || now.state === 'X'; // killed, not yet waited for
-  }
-  // No /proc entry: confirm, since hidepid can hide live processes.
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ESRCH';
-  }
 }
 
 // ---- the worker-exit safety net ---------------------------------------------------------
