@@ -1,4 +1,4 @@
-import { CLIENT_STATE, CLI, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
+import { CLIENT_STATE, CLIENT_WORD, CLI, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
 
 /** One registered client as the segment records it. */
 export interface ClientInspection {
@@ -12,6 +12,8 @@ export interface ClientInspection {
   pidNamespace: bigint;
   /** Inode of its time namespace (start times compare only within one); 0 without time namespaces. */
   timeNamespace: bigint;
+  /** JavaScript fallback: the worker_threads threadId that opened the handle (0: the main thread, or a native client). */
+  thread: number;
   producer: boolean;
   /**
    * For `reaping`: the client whose process is reaping this entry (its index, and the low 15
@@ -78,12 +80,16 @@ export function summarizeInspection(view: TableInspection): TableSummary {
   return { capacity: view.capacity, slots, pinnedSlots, clients, producer: view.producer, reapedClients: view.reapedClients };
 }
 
+function pidBits(word: bigint): number {
+  return Number((word >> BigInt(CLIENT_WORD.PID_SHIFT)) & BigInt(CLIENT_WORD.PID_MASK));
+}
+
 /** The reaper a REAPING word names in its pid bits (table.c reaper_bits). */
 function reaperOf(state: number, word: bigint): ClientInspection['reaper'] {
   if (state !== CLIENT_STATE.REAPING) return null;
-  const named = Number((word >> 2n) & 0x3f_ffffn);
-  if ((named & (1 << 21)) === 0) return 'unregistered';
-  return { client: named & 63, serialLow15: (named >>> 6) & 0x7fff };
+  const named = pidBits(word);
+  if ((named & CLIENT_WORD.REAPER_NAMED) === 0) return 'unregistered';
+  return { client: named & (MAX_CLIENTS - 1), serialLow15: (named >>> 6) & 0x7fff };
 }
 
 const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
@@ -107,11 +113,12 @@ export function inspectSegment(bytes: Uint8Array): TableInspection {
     clients.push({
       index: i,
       state: CLIENT_STATES[state] as ClientInspection['state'],
-      pid: state === CLIENT_STATE.REAPING ? 0 : Number((word >> 2n) & 0x3f_ffffn),
-      serial: Number(word >> 24n),
+      pid: state === CLIENT_STATE.REAPING ? 0 : pidBits(word),
+      serial: Number(word >> BigInt(CLIENT_WORD.SERIAL_SHIFT)),
       startTime: view.getBigUint64(at + CLI.START_TIME, true),
       pidNamespace: view.getBigUint64(at + CLI.PID_NS, true),
       timeNamespace: view.getBigUint64(at + CLI.TIME_NS, true),
+      thread: view.getUint32(at + CLI.THREAD, true),
       reaper: reaperOf(state, word),
       producer: producerWord !== 0n && Number(producerWord & 0xffn) === i + 1,
     });

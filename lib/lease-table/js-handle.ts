@@ -38,6 +38,7 @@ import {
   CLIENT_PRODUCER,
   CLIENT_SIZE,
   CLIENT_STATE,
+  CLIENT_WORD,
   CLIENTS_OFFSET,
   HDR,
   HEADER_SIZE,
@@ -64,10 +65,9 @@ const U64 = 0xffff_ffff_ffff_ffffn;
 const STATE_SHIFT = 8n;
 const STATE_MASK = 0xffn;
 const CLIENT_STATE_MASK = 0x3n;
-const PID_BITS = 22;
-const PID_MASK = (1 << PID_BITS) - 1;
+const PID_MASK = CLIENT_WORD.PID_MASK;
 const PID_MASK_N = BigInt(PID_MASK);
-const SERIAL_SHIFT = 24n;
+const SERIAL_SHIFT = BigInt(CLIENT_WORD.SERIAL_SHIFT);
 /** A client word with state and pid cleared (serial kept): how FREE is written. */
 const KEEP_SERIAL = U64 & ~CLIENT_STATE_MASK & ~(PID_MASK_N << 2n);
 const NO_RECORD = 0xffff_ffff;
@@ -105,10 +105,15 @@ function digestMatches(u32: Uint32Array, base: number, want: Uint32Array): boole
 }
 
 /** A REAPING word's pid bits naming a registered reaper (table.c reaper_bits); 0: unregistered. */
-const REAPER_NAMED = 1 << 21;
+const REAPER_NAMED = CLIENT_WORD.REAPER_NAMED;
 function reaperBits(index: number, clientWord: bigint): bigint {
   if (index < 0) return 0n;
   return (BigInt(REAPER_NAMED) | (((clientWord >> SERIAL_SHIFT) & 0x7fffn) << 6n) | BigInt(index)) << 2n;
+}
+
+/** The producer header word of the client registered at `index` with `clientWord` (table.c producer_word_of). */
+function producerWordOf(index: number, clientWord: bigint): bigint {
+  return BigInt(index + 1) | ((clientWord >> SERIAL_SHIFT) << 8n);
 }
 
 function makeSg(state: bigint, gen: bigint): bigint {
@@ -364,15 +369,9 @@ export class JsTableHandle implements TableHandle {
     return homeSlotFor(this.want[0]!, this.capacity);
   }
 
-  /** digest_equals, with plain 32-bit reads: the state re-check decides. */
+  /** digest_equals for the producer's lookups (the digest loaded into `want`). */
   private digestEquals(slot: number): boolean {
-    const base = (this.slotByte(slot) + SLOT.DIGEST) >> 2;
-    const u32 = this.u32;
-    const want = this.want;
-    for (let k = 0; k < 8; k++) {
-      if (u32[base + k] !== want[k]) return false;
-    }
-    return true;
+    return digestMatches(this.u32, SLOTS_U32 + slot * SLOT_U32, this.want);
   }
 
   // ---- client registry ----
@@ -385,9 +384,7 @@ export class JsTableHandle implements TableHandle {
     }
     if (rc === STATUS.OK && producer) {
       rc = this.claimProducer();
-      if (rc !== STATUS.OK) {
-        Atomics.store(this.u64, this.clientWordIndex(this.client), this.clientWord & KEEP_SERIAL);
-      }
+      if (rc !== STATUS.OK) this.unregister();
     }
     if (rc !== STATUS.OK) this.closed = true;
     return rc;
@@ -411,10 +408,9 @@ export class JsTableHandle implements TableHandle {
       Atomics.store(this.u32, (entry + CLI.FLAGS) >> 2, flags);
       Atomics.store(this.u32, (entry + CLI.THREAD) >> 2, threadId);
       const active = (claiming & ~CLIENT_STATE_MASK) | BigInt(CLIENT_STATE.ACTIVE);
-      // table.c publishes ACTIVE with a plain release store. A CAS from our CLAIMING word is the
-      // same when nobody else wrote the entry, and if a reaper took it meanwhile (it cannot tell a
-      // live registrant of another pid namespace from a dead one) we must not overwrite whoever
-      // holds it now: we held no pins yet, so look for another entry.
+      // ACTIVE by CAS from our CLAIMING word, as in table.c: if a reaper took the entry meanwhile
+      // (it cannot tell a live registrant of another pid namespace from a dead one) we must not
+      // overwrite whoever holds it now: we held no pins yet, so look for another entry.
       if (Atomics.compareExchange(u64, wordIndex, claiming, active) !== claiming) continue;
       this.client = i;
       this.clientWord = active;
@@ -496,7 +492,7 @@ export class JsTableHandle implements TableHandle {
       const reaping = (w & KEEP_SERIAL) | me | BigInt(CLIENT_STATE.REAPING);
       if (Atomics.compareExchange(u64, wordIndex, w, reaping) !== w) continue;
       this.releaseClientPins(i);
-      const producerWord = BigInt(i + 1) | ((w >> SERIAL_SHIFT) << 8n);
+      const producerWord = producerWordOf(i, w);
       if (Atomics.load(u64, HDR.PRODUCER >> 3) === producerWord) {
         // A dead producer: settle its slots before the role is freed (only the reaper holding
         // the REAPING claim gets here), then free the role.
@@ -523,11 +519,14 @@ export class JsTableHandle implements TableHandle {
     return clientIsDead(Number((w >> 2n) & PID_MASK_N), Atomics.load(this.u64, (entry + CLI.START_TIME) >> 3));
   }
 
-
-
-
   private producerWord(): bigint {
-    return BigInt(this.client + 1) | ((this.clientWord >> SERIAL_SHIFT) << 8n);
+    return producerWordOf(this.client, this.clientWord);
+  }
+
+  /** unregister_client: frees our entry by CAS from our own ACTIVE word (a reaper that wrongly took it has moved on). */
+  private unregister(): void {
+    const w = this.clientWord;
+    Atomics.compareExchange(this.u64, this.clientWordIndex(this.client), w, w & KEEP_SERIAL);
   }
 
   private claimProducer(): number {
@@ -555,9 +554,7 @@ export class JsTableHandle implements TableHandle {
       Atomics.compareExchange(this.u64, HDR.PRODUCER >> 3, this.producerWord(), 0n);
     }
     this.isProducer = false;
-    // Only our own ACTIVE word is cleared: a reaper that wrongly took it has moved on.
-    const w = this.clientWord;
-    Atomics.compareExchange(this.u64, this.clientWordIndex(this.client), w, w & KEEP_SERIAL);
+    this.unregister();
   }
 
   // ---- consumer side ----
@@ -718,12 +715,12 @@ export class JsTableHandle implements TableHandle {
       return rc;
     }
     this.pins[slot]!++;
-    this.writeLease(slot, record);
+    this.writeLease(slot, base, record);
     return STATUS.OK;
   }
 
   /** Fills `out` for a lease: slot, generation, token, then the metadata (read after the re-read). */
-  private writeLease(slot: number, record: number): void {
+  private writeLease(slot: number, base: number, record: number): void {
     const out32 = this.out32;
     const u32 = this.u32;
     out32[0] = slot;
@@ -731,14 +728,13 @@ export class JsTableHandle implements TableHandle {
     // The generation (sg >> 8), from the two halves of the state word: while we hold the pin the
     // generation bits cannot change (only the state byte can, EVICTING and back), so plain 32-bit
     // reads give the generation of `sg` without creating a BigInt.
-    const w = this.sgIndex(slot) << 1;
-    const lo = u32[w]!;
-    const hi = u32[w + 1]!;
+    const lo = u32[base]!; // the state word is the slot's first
+    const hi = u32[base + 1]!;
     out32[2] = ((lo >>> 8) | (hi << 24)) >>> 0;
     out32[3] = hi >>> 8;
     out32[4] = record; // token: gen << 32 | index
     out32[5] = this.leaseGen[record]!;
-    const m = (this.slotByte(slot) + SLOT.META) >> 2;
+    const m = base + (SLOT.META >> 2);
     out32[6] = u32[m]!; // size_bytes
     out32[7] = u32[m + 1]!;
     out32[8] = u32[m + 2]!; // location

@@ -2,7 +2,7 @@
  * The lease table's binary layout and status codes, mirrored from
  * native/include/waitprep.h. The JavaScript fallback uses these directly;
  * at load the addon's own constants are compared with them
- * (see {@link checkNativeLayout}) so the two can never drift.
+ * (lib/native.ts, before the addon is used) so the two can never drift.
  */
 export const WP_ABI_VERSION = 1;
 /** "WAITPREP" read as a little-endian u64. */
@@ -37,6 +37,13 @@ export const HDR = {
  * client, for inspection (the native core leaves it 0).
  */
 export const CLI = { WORD: 0, START_TIME: 8, PID_NS: 16, FLAGS: 24, THREAD: 32, TIME_NS: 40 } as const;
+
+/**
+ * A client word: state (2 bits) | pid (22 bits) << 2 | serial (40 bits) << 24. In state REAPING
+ * the pid bits name the reaper instead: REAPER_NAMED | low 15 serial bits << 6 | client index, or
+ * 0 for an unregistered reaper (waitprep.h).
+ */
+export const CLIENT_WORD = { PID_SHIFT: 2, PID_MASK: (1 << 22) - 1, SERIAL_SHIFT: 24, REAPER_NAMED: 1 << 21 } as const;
 export const CLIENT_STATE = { FREE: 0, CLAIMING: 1, ACTIVE: 2, REAPING: 3 } as const;
 export const CLIENT_PRODUCER = 1;
 

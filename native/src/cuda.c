@@ -1,11 +1,10 @@
 /*
  * CUDA presence, for describing devices (count, UUIDs) when validating device targets.
- * libcuda.so.1 is opened with dlopen on the first call, never at load and never on a pin;
+ * libcuda.so.1 is opened with dlopen on each call (the loader keeps one copy), never at load and never on a pin;
  * nothing links against CUDA, and without the driver everything else works unchanged.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,14 +15,11 @@ typedef int (*cu_device_get_count_fn)(int *);
 typedef int (*cu_device_get_fn)(int *, int);
 typedef int (*cu_device_get_uuid_fn)(unsigned char *, int); /* CUuuid is 16 bytes */
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
 int wp_cuda_devices(wp_cuda_device *out, int max, char *reason, size_t reason_size) {
   if (reason_size > 0) reason[0] = 0;
-  /* The handle stays open for the life of the process, as CUDA expects. */
-  pthread_mutex_lock(&lock);
+  /* The handle stays open for the life of the process, as CUDA expects (dlopen is thread-safe;
+   * a second call finds the library already loaded). */
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  pthread_mutex_unlock(&lock);
   if (lib == NULL) {
     snprintf(reason, reason_size, "the CUDA driver library is not present: %s", dlerror());
     return -1;

@@ -36,6 +36,7 @@ _Static_assert(sizeof(wp_device_record) == 40, "wp_device_record is 40 bytes");
 #define PID_MASK ((1ull << PID_BITS) - 1)
 _Static_assert(PID_BITS == 22 && WP_MAX_CLIENTS == 64, "a reaper (flag, 15 serial bits, client index) fills the pid bits");
 #define SERIAL_SHIFT 24
+#define SLOTS_OFFSET (WP_HEADER_SIZE + (size_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE)
 
 /* One record per pin this handle holds: the lease token names it. */
 typedef struct {
@@ -61,7 +62,7 @@ struct wp_table {
 
 static inline uint64_t *u64_at(const wp_table *t, size_t offset) { return (uint64_t *)(t->base + offset); }
 static inline uint8_t *slot_at(const wp_table *t, uint32_t slot) {
-  return t->base + WP_HEADER_SIZE + (size_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE + (size_t)slot * WP_SLOT_SIZE;
+  return t->base + SLOTS_OFFSET + (size_t)slot * WP_SLOT_SIZE;
 }
 static inline uint8_t *client_at(const wp_table *t, uint32_t index) {
   return t->base + WP_HEADER_SIZE + (size_t)index * WP_CLIENT_SIZE;
@@ -69,12 +70,18 @@ static inline uint8_t *client_at(const wp_table *t, uint32_t index) {
 static inline uint64_t *slot_word(const wp_table *t, uint32_t slot, size_t field) {
   return (uint64_t *)(slot_at(t, slot) + field);
 }
+/* A client word with state and pid cleared, its serial kept: what FREE and REAPING build on. */
+static inline uint64_t serial_only(uint64_t client_word) { return client_word & ~CLIENT_STATE_MASK & ~(PID_MASK << 2); }
+/* The producer header word of the client registered at `index` with `client_word`. */
+static inline uint64_t producer_word_of(uint32_t index, uint64_t client_word) {
+  return (uint64_t)(index + 1) | (client_word >> SERIAL_SHIFT) << 8;
+}
 static inline uint64_t state_of(uint64_t sg) { return sg & STATE_MASK; }
 static inline uint64_t gen_of(uint64_t sg) { return sg >> STATE_BITS; }
 static inline uint64_t make_sg(uint64_t state, uint64_t gen) { return (gen << STATE_BITS) | state; }
 
 static size_t segment_size_for(uint32_t capacity) {
-  return WP_HEADER_SIZE + (size_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE + (size_t)capacity * WP_SLOT_SIZE;
+  return SLOTS_OFFSET + (size_t)capacity * WP_SLOT_SIZE;
 }
 
 /* Home slot: the digest's first 32-bit word scaled to the capacity (multiply-shift,
@@ -217,6 +224,16 @@ static int register_client(wp_table *t, uint32_t flags) {
   return WP_ERR_NO_CLIENT_SLOT;
 }
 
+/* Frees this handle's registry entry. Only its own ACTIVE word is cleared (a CAS, never a
+ * store): a reaper that wrongly took the entry has moved on, and whoever holds it now keeps it.
+ * release: everything this client did before (pin releases included) happens before the entry
+ * is seen FREE. */
+static void unregister_client(wp_table *t) {
+  uint64_t w = t->client_word;
+  __atomic_compare_exchange_n((uint64_t *)(client_at(t, t->client) + WP_CLI_WORD), &w, serial_only(w) | WP_CLIENT_FREE, 0,
+                              __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
 static void release_client_pins(wp_table *t, uint32_t client) {
   uint64_t bit = 1ull << client;
   for (uint32_t s = 0; s < t->capacity; s++) {
@@ -230,8 +247,9 @@ static void release_client_pins(wp_table *t, uint32_t client) {
 }
 
 /* A producer's unfinished work, after it died or when it closes: EVICTING goes back to
- * READY (EVICTING always means "data intact"), RESERVED is abandoned. Only the new or
- * closing producer runs this, so nobody else writes these states meanwhile. */
+ * READY (EVICTING always means "data intact"), RESERVED is abandoned. Run by the new or
+ * closing producer, or by the reaper of a dead one while the role still names it, so nobody
+ * else writes these states meanwhile. */
 static void settle_producer_slots(wp_table *t) {
   for (uint32_t s = 0; s < t->capacity; s++) {
     uint64_t *sg = slot_word(t, s, WP_SLOT_STATE_GEN);
@@ -327,13 +345,13 @@ int wp_reap_dead_clients(wp_table *t) {
      * naming ourselves, so two reapers never both clean, and a new client that took the entry
      * since is never touched. acq_rel: see the dead client's (or gone reaper's) writes; order
      * our cleanup after the claim. */
-    uint64_t reaping = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | me | WP_CLIENT_REAPING;
+    uint64_t reaping = serial_only(w) | me | WP_CLIENT_REAPING;
     if (!__atomic_compare_exchange_n(word, &w, reaping, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) continue;
     test_stop("reap-claimed");
     /* Idempotent from here on, so a reaper taking over from a gone one redoes it all: while
      * the entry is REAPING nobody else can hold its bit, and a dead producer keeps its role. */
     release_client_pins(t, i);
-    uint64_t producer_word = (uint64_t)(i + 1) | (w >> SERIAL_SHIFT) << 8;
+    uint64_t producer_word = producer_word_of(i, w);
     if (__atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == producer_word) {
       /* A dead producer: abandon its reservations and roll back its eviction now, before
        * the role is freed, so no new producer can be working on these slots meanwhile and
@@ -348,7 +366,7 @@ int wp_reap_dead_clients(wp_table *t) {
     /* FREE by CAS from our own REAPING word (never a store: we only free what we claimed).
      * release: a later claimant of this entry sees our cleanup done. */
     uint64_t expected = reaping;
-    uint64_t freed = (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE;
+    uint64_t freed = serial_only(w) | WP_CLIENT_FREE;
     if (!__atomic_compare_exchange_n(word, &expected, freed, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) continue;
     __atomic_fetch_add(u64_at(t, WP_HDR_REAPED), 1, __ATOMIC_RELAXED); /* a statistic */
     reaped++;
@@ -357,7 +375,7 @@ int wp_reap_dead_clients(wp_table *t) {
 }
 
 static int claim_producer(wp_table *t) {
-  uint64_t mine = (uint64_t)(t->client + 1) | (t->client_word >> SERIAL_SHIFT) << 8;
+  uint64_t mine = producer_word_of(t->client, t->client_word);
   for (int attempt = 0; attempt < 2; attempt++) {
     uint64_t expected = 0;
     if (__atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &expected, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
@@ -401,7 +419,7 @@ static int check_segment(const uint8_t *base, size_t size, uint32_t *capacity_ou
   if (magic != WP_MAGIC || abi != WP_ABI_VERSION || header_size != WP_HEADER_SIZE) return WP_ERR_BAD_SEGMENT;
   if (capacity == 0 || capacity > WP_MAX_CAPACITY || window != WP_PROBE_WINDOW) return WP_ERR_BAD_SEGMENT;
   if (max_clients != WP_MAX_CLIENTS || slot_size != WP_SLOT_SIZE || client_size != WP_CLIENT_SIZE) return WP_ERR_BAD_SEGMENT;
-  if (clients_offset != WP_HEADER_SIZE || slots_offset != WP_HEADER_SIZE + (uint64_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE) return WP_ERR_BAD_SEGMENT;
+  if (clients_offset != WP_HEADER_SIZE || slots_offset != SLOTS_OFFSET) return WP_ERR_BAD_SEGMENT;
   if (segment_size != segment_size_for(capacity) || size < segment_size) return WP_ERR_BAD_SEGMENT;
   *capacity_out = capacity;
   return WP_OK;
@@ -419,7 +437,7 @@ static void init_header(uint8_t *base, uint32_t capacity) {
   v32 = WP_CLIENT_SIZE; memcpy(base + WP_HDR_CLIENT_SIZE, &v32, 4);
   v64 = segment_size_for(capacity); memcpy(base + WP_HDR_SEGMENT_SIZE, &v64, 8);
   v64 = WP_HEADER_SIZE; memcpy(base + WP_HDR_CLIENTS_OFFSET, &v64, 8);
-  v64 = WP_HEADER_SIZE + (uint64_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE; memcpy(base + WP_HDR_SLOTS_OFFSET, &v64, 8);
+  v64 = SLOTS_OFFSET; memcpy(base + WP_HDR_SLOTS_OFFSET, &v64, 8);
   /* release: an opener that sees the magic (acquire) sees every field above. */
   __atomic_store_n((uint64_t *)(base + WP_HDR_MAGIC), WP_MAGIC, __ATOMIC_RELEASE);
 }
@@ -507,10 +525,7 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
   if (rc == WP_ERR_NO_CLIENT_SLOT && wp_reap_dead_clients(t) > 0) rc = register_client(t, producer ? WP_CLIENT_PRODUCER : 0);
   if (rc == WP_OK && producer) {
     rc = claim_producer(t);
-    if (rc != WP_OK) {
-      __atomic_store_n((uint64_t *)(client_at(t, t->client) + WP_CLI_WORD),
-                       (t->client_word & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE, __ATOMIC_RELEASE);
-    }
+    if (rc != WP_OK) unregister_client(t);
   }
   if (rc != WP_OK) {
     free(pins);
@@ -525,17 +540,13 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
 void wp_close(wp_table *t) {
   if (t == NULL) return;
   release_client_pins(t, t->client);
-  uint64_t mine = (uint64_t)(t->client + 1) | (t->client_word >> SERIAL_SHIFT) << 8;
+  uint64_t mine = producer_word_of(t->client, t->client_word);
   if (t->producer && __atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == mine) {
     /* Still the producer (not reaped in between): abandon our reservations, then let go. */
     settle_producer_slots(t);
     __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &mine, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
   }
-  /* release: our pin releases above happen before the entry is seen FREE. Only this
-   * handle's own ACTIVE word is cleared: a reaper that wrongly took it has moved on. */
-  uint64_t w = t->client_word;
-  __atomic_compare_exchange_n((uint64_t *)(client_at(t, t->client) + WP_CLI_WORD), &w,
-                              (w & ~CLIENT_STATE_MASK & ~(PID_MASK << 2)) | WP_CLIENT_FREE, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  unregister_client(t);
   munmap(t->base, t->size);
   free(t->pins);
   free(t->leases);
