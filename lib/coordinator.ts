@@ -197,7 +197,7 @@ const MISS_READINESS = miss('readiness-mismatch');
 const MISSES = new Map<string, Miss>(
   [MISS_STALE, MISS_BACKEND_ERROR, MISS_IDENTITY, MISS_READINESS, ...[
     'absent', 'preparing', 'evicting', 'contended', 'no-device-record', 'device-mismatch',
-    'arena-generation-mismatch', 'device-write-incomplete', 'invalid-target',
+    'arena-generation-mismatch', 'device-write-incomplete', 'invalid-target', 'table-closed',
   ].map(miss)].map((m) => [m.reason, m]),
 );
 /** Distinct miss reasons counted by name; a bound, since a backend chooses the strings. */
@@ -257,7 +257,6 @@ export class WaitCoordinator {
   #waits = 0;
   /** Admitted waits by status; `overloaded` and `rejected` are `#overloads` and `#rejected`. */
   readonly #admitted = { queued: 0, joined: 0, 'in-flight': 0, completed: 0, failed: 0 };
-  #joins = 0;
   #issued = 0;
   #completed = 0;
   #failed = 0;
@@ -371,7 +370,6 @@ export class WaitCoordinator {
     const demand = existing ?? this.#createDemand(id, key, want);
     const wasBusy = isBusy(demand);
     if (status === 'queued') this.#enqueue(demand);
-    else if (status === 'joined' || status === 'in-flight') this.#joins++;
     // Join before the old wait leaves, so replacing a wait with the same
     // identity keeps its unit (and its place in the queue).
     demand.waiting++;
@@ -580,7 +578,7 @@ export class WaitCoordinator {
     return {
       waits: this.#waits,
       waitsByStatus: { ...this.#admitted, overloaded: this.#overloads, rejected: this.#rejected } satisfies Record<WaitStatus, number>,
-      joins: this.#joins,
+      joins: this.#admitted.joined + this.#admitted['in-flight'],
       queued: this.#queued,
       inFlight: this.#inFlight === null ? 0 : 1,
       issued: this.#issued,

@@ -65,6 +65,7 @@ export const KEY_FIELD_TAGS = Object.freeze({
 /** The `extra` of every key that has none (an empty `extra` is the same key). */
 const NO_EXTRA: Readonly<Record<string, string>> = Object.freeze(Object.create(null) as Record<string, string>);
 
+/** The source's string fields, in encoding order. */
 const SOURCE_STRING_FIELDS = [
   'snapshotKind',
   'runtime',
@@ -255,14 +256,8 @@ function validate(fields: unknown): Validated {
   if (!isPlainObject(src)) return fail('source', 'an object with the runtime source key', src);
   rejectUnknown(src, SOURCE_FIELDS, 'source.');
   // Field by field, in encoding order, so the first bad field is the one named.
-  const snapshotKind = identityString('source.snapshotKind', src.snapshotKind);
-  const runtime = identityString('source.runtime', src.runtime);
-  const model = identityString('source.model', src.model);
-  const adapter = identityString('source.adapter', src.adapter);
-  const profile = identityString('source.profile', src.profile);
-  const positionPolicy = identityString('source.positionPolicy', src.positionPolicy);
-  const task = identityString('source.task', src.task);
-  const namespace = identityString('source.namespace', src.namespace);
+  const strings = {} as Record<(typeof SOURCE_STRING_FIELDS)[number], string>;
+  for (const name of SOURCE_STRING_FIELDS) strings[name] = identityString(`source.${name}`, src[name]);
   const tokens = tokenLayout(src.tokenLayout);
 
   let extra: Record<string, string> = NO_EXTRA;
@@ -283,7 +278,7 @@ function validate(fields: unknown): Validated {
   }
 
   return {
-    source: Object.freeze({ snapshotKind, runtime, model, adapter, profile, positionPolicy, task, namespace, extra }),
+    source: Object.freeze({ ...strings, extra }),
     tokens,
     extraEntries,
     sourcePageGeneration: u64('sourcePageGeneration', fields.sourcePageGeneration),
@@ -313,16 +308,7 @@ function utf8Length(str: string): number {
  */
 function encodeValidated(v: Validated): Buffer {
   const s = v.source;
-  const strings: Array<[number, string]> = [
-    [KEY_FIELD_TAGS.snapshotKind, s.snapshotKind],
-    [KEY_FIELD_TAGS.runtime, s.runtime],
-    [KEY_FIELD_TAGS.model, s.model],
-    [KEY_FIELD_TAGS.adapter, s.adapter],
-    [KEY_FIELD_TAGS.profile, s.profile],
-    [KEY_FIELD_TAGS.positionPolicy, s.positionPolicy],
-    [KEY_FIELD_TAGS.task, s.task],
-    [KEY_FIELD_TAGS.namespace, s.namespace],
-  ];
+  const strings = SOURCE_STRING_FIELDS.map((name): [number, string] => [KEY_FIELD_TAGS[name], s[name]]);
   const lengths = strings.map(([, str]) => utf8Length(str));
   const codecLength = utf8Length(v.codec);
   const codecConfigLength = utf8Length(v.codecConfig);
