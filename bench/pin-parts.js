@@ -8,19 +8,13 @@
 import { artifactKey, openLeaseTable, unlinkLeaseTable } from '../dist/index.js';
 import { nativeAddon } from '../dist/native.js';
 import { EXCHANGE } from '../dist/lease-table/layout.js';
+import { benchKey } from './common.js';
 
 if (nativeAddon === null) throw new Error('pin-parts needs the native addon (npm run build:native)');
 const at = process.argv.indexOf('--ops');
 const ops = at > 0 ? Number(process.argv[at + 1]) : 5_000_000;
 
-const key = (i) =>
-  artifactKey({
-    source: { snapshotKind: 'kv-page', runtime: 'bench', model: 'bench-model', adapter: 'none', profile: 'default', positionPolicy: 'absolute', task: 'bench', namespace: 'bench', tokenLayout: [i, 0, 7] },
-    sourcePageGeneration: 0,
-    codec: 'none',
-    codecConfig: 'none',
-    representationVersion: 1,
-  });
+const key = (i) => benchKey(artifactKey, i);
 const name = `waitprep-pin-parts-${process.pid}`;
 const producer = openLeaseTable({ name, role: 'producer', create: { capacity: 1024 }, implementation: 'native' });
 const consumer = openLeaseTable({ name, role: 'consumer', implementation: 'native' });

@@ -44,6 +44,9 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { benchEnv, benchKey } from './common.js';
+import { nearestRank } from '../dist/internal/stats.js';
+import { homeSlotFor } from '../dist/lease-table/js-handle.js';
+import { PROBE_WINDOW } from '../dist/lease-table/layout.js';
 
 const require = createRequire(import.meta.url);
 const SCRIPT = fileURLToPath(import.meta.url);
@@ -52,7 +55,6 @@ const IMPLEMENTATIONS = ['native', 'js', 'c-floor', 'sqlite', 'redis', 'map'];
 const CASES = ['hit', 'miss', 'device-hit', 'contended-2', 'contended-4', 'table-full'];
 
 const CAPACITY = 1024;
-const PROBE_WINDOW = 8;
 const HIT_INDEX = 0;
 const ABSENT_INDEX = 1;
 const WINDOW_SEARCH_FROM = 16;
@@ -299,10 +301,9 @@ async function waitprep() {
   return waitprepModule;
 }
 
-/** The table's home slot of a key: (first little-endian u32 of the digest * capacity) >> 32, as table.c computes it. */
+/** The table's home slot of a key (the fallback's homeSlotFor, the same formula as table.c). */
 function homeSlot(key, capacity) {
-  const h = Buffer.from(key.hex, 'hex').readUInt32LE(0);
-  return Number((BigInt(h) * BigInt(capacity)) >> 32n);
+  return homeSlotFor(Buffer.from(key.hex, 'hex').readUInt32LE(0), capacity);
 }
 
 /** Indexes of PROBE_WINDOW + 1 keys with one home slot: the first 8 fill its window, the last is looked up. */
@@ -427,7 +428,7 @@ async function measure(consumer, sizes) {
 
 function summarize(samples, batch) {
   const sorted = Float64Array.from(samples).sort();
-  const at = (q) => Math.round((sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] / batch) * 10) / 10;
+  const at = (q) => Math.round((nearestRank(sorted, q) / batch) * 10) / 10;
   return { p50_ns: at(0.5), p90_ns: at(0.9), p99_ns: at(0.99), p999_ns: at(0.999), max_ns: at(1) };
 }
 

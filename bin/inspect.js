@@ -16,6 +16,7 @@
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { implementationReason, openLeaseTable } from '../dist/index.js';
 import { HDR, WP_ABI_VERSION, WP_MAGIC } from '../dist/lease-table/layout.js';
+import { summarizeInspection } from '../dist/lease-table/inspect.js';
 import { clientIsDead, selfIdentity } from '../dist/lease-table/liveness.js';
 
 export const EXIT = Object.freeze({ HEALTHY: 0, NEEDS_REAP: 1, USAGE: 2, NOT_FOUND: 3, BAD_SEGMENT: 4, ERROR: 5 });
@@ -141,9 +142,8 @@ function buildReport(name, table, view) {
     const c = byIndex.get(index);
     return { client: index, pid: c?.pid ?? null, liveness: c?.liveness ?? 'unregistered' };
   };
-  const counts = { free: view.capacity - view.slots.length, reserved: 0, ready: 0, evicting: 0 };
+  const counts = summarizeInspection(view).slots;
   const slots = view.slots.map((s) => {
-    counts[s.state]++;
     return {
       slot: s.slot,
       state: s.state,

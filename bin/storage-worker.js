@@ -154,10 +154,9 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
   const resident = new Map();
   let usedBytes = 0;
   let nextLocation = 1;
-  let requests = 0;
   const stats = {
     requests: 0, prepared: 0, preparedBytes: 0, alreadyReady: 0, failed: 0, evicted: 0, evictedBytes: 0,
-    pinnedSkips: 0, reaped: 0, busyMs: 0, usedBytes: 0, resident: 0, budgetBytes,
+    pinnedSkips: 0, reaped: 0, busyMs: 0, budgetBytes,
   };
   const reaper = setInterval(() => {
     try {
@@ -193,8 +192,7 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
   }
 
   function handle(request) {
-    requests++;
-    if (requests > exitAfter) {
+    if (stats.requests >= exitAfter) {
       process.stderr.write(`storage worker: WAITPREP_STORAGE_EXIT_AFTER=${exitAfter} reached; exiting with code 3 without replying\n`);
       // In-process (JavaScript fallback) the demo stops itself, cleaning up; a child process just dies.
       if (onExitAfter === null) process.exit(3);

@@ -37,7 +37,7 @@ export interface PreparationWorkerOptions {
   /** Threads kept even when idle. Default 1. */
   minThreads?: number;
   /**
-   * Most threads. Default 2: one for the unit in flight, one for a unit that
+   * Most threads. Default max(2, minThreads): one for the unit in flight, one for a unit that
    * ran past its deadline and is still draining. Make it at least the number
    * of grants the source can hand out at once, or a unit may wait in the
    * pool's queue (its deadline counts from when it was handed to the pool).

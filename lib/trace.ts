@@ -6,6 +6,7 @@
  * A trace is data, not a driver: nothing here calls the coordinator or reads a clock.
  */
 import { WaitprepError, describe, invalidArgument } from './errors.js';
+import { nearestRank } from './internal/stats.js';
 import { isPlainObject } from './internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 
@@ -708,7 +709,6 @@ export function traceSummary(events: readonly TraceEvent[]): TraceSummary {
     }
   }
   durations.sort((a, b) => a - b);
-  const rank = (q: number): number => (durations.length === 0 ? 0 : durations[Math.max(0, Math.ceil(q * durations.length) - 1)]!);
   return {
     agents: agents.size,
     events: events.length,
@@ -720,7 +720,7 @@ export function traceSummary(events: readonly TraceEvent[]): TraceSummary {
     distinctKeys: demand.size,
     sharedKeys,
     sharedKeyWaits,
-    waitSeconds: { p50: rank(0.5), p90: rank(0.9), p99: rank(0.99), max: durations.length === 0 ? 0 : durations[durations.length - 1]! },
+    waitSeconds: { p50: nearestRank(durations, 0.5), p90: nearestRank(durations, 0.9), p99: nearestRank(durations, 0.99), max: nearestRank(durations, 1) },
     lastT: events.length === 0 ? 0 : events[events.length - 1]!.t,
   };
 }

@@ -43,8 +43,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import waitprep_key  # noqa: E402
 import waitprep_table  # noqa: E402
 
-_U64_FIELDS = ("sourcePageGeneration", "representationVersion")
-
 #: Used when --keys is not given: three pages of one prompt.
 BUILTIN_KEYS = [
     {
@@ -66,17 +64,6 @@ BUILTIN_KEYS = [
     }
     for page in range(3)
 ]
-
-
-def key_fields(raw):
-    """JSON key fields -> waitprep_key fields (decimal-string u64s become ints)."""
-    if not isinstance(raw, dict):
-        raise ValueError("each key must be a JSON object of key fields; got %r" % (raw,))
-    fields = dict(raw)
-    for name in _U64_FIELDS:
-        if isinstance(fields.get(name), str):
-            fields[name] = int(fields[name])
-    return fields
 
 
 def prepare(index, fields, digest):
@@ -125,7 +112,7 @@ def parse_args(argv):
 def main(argv):
     args = parse_args(argv)
     lib = waitprep_table.load(args.lib)
-    keys = [key_fields(k) for k in json.loads(args.keys)] if args.keys is not None else BUILTIN_KEYS
+    keys = [waitprep_key.from_json(k) for k in json.loads(args.keys)] if args.keys is not None else BUILTIN_KEYS
     writes = json.loads(args.device_write) if args.device_write is not None else []
     if isinstance(writes, dict):
         writes = [writes]

@@ -201,3 +201,19 @@ def encode(fields):
 def digest(fields):
     """SHA-256 of :func:`encode` (32 bytes): the key's identity."""
     return hashlib.sha256(encode(fields)).digest()
+
+
+def from_json(fields):
+    """Key fields as JSON carries them -> fields for :func:`encode`.
+
+    A decimal string in ``sourcePageGeneration`` or ``representationVersion`` stands for an
+    integer too large for a JSON number (the package writes u64s that way). Anything else is
+    passed through for :func:`encode` to judge.
+    """
+    if not isinstance(fields, dict):
+        return fields
+    out = dict(fields)
+    for name in ("sourcePageGeneration", "representationVersion"):
+        if isinstance(out.get(name), str):
+            out[name] = int(out[name])
+    return out
