@@ -175,6 +175,37 @@ describe('generateTrace: invariants over many seeds', () => {
     expect(max).toBeGreaterThan(60); // sub-agents and timeouts
   });
 
+  it('the defaults produce the figures docs/agent-trace.md quotes (2000 agents, one hour, seed 42)', () => {
+    const events = generateTrace({ agents: 2000, seconds: 3600, seed: 42, cancelFraction: 0, replaceFraction: 0 });
+    const summary = traceSummary(events);
+    expect(summary.waits).toBe(43_688);
+    expect(summary.waitSeconds.p50.toFixed(2)).toBe('0.07');
+    expect(summary.waitSeconds.p90.toFixed(1)).toBe('4.5');
+    expect(summary.waitSeconds.p99).toBe(120);
+    // What traceSummary does not report: mean, the share over a minute, waits per session.
+    const started = new Map<string, number>();
+    const durations: number[] = [];
+    const perAgent = new Map<string, number>();
+    for (const e of events) {
+      const id = `${e.agent}#${e.generation}`;
+      if (e.event === 'wait') {
+        started.set(id, e.t);
+        perAgent.set(e.agent, (perAgent.get(e.agent) ?? 0) + 1);
+      } else if (started.has(id)) {
+        durations.push(e.t - started.get(id)!);
+        started.delete(id);
+      }
+    }
+    const total = durations.reduce((a, b) => a + b, 0);
+    const long = durations.filter((d) => d > 60);
+    const sessions = [...perAgent.values()].sort((a, b) => a - b);
+    expect((total / durations.length).toFixed(1)).toBe('4.0');
+    expect(((100 * long.length) / durations.length).toFixed(1)).toBe('1.8');
+    expect(((100 * long.reduce((a, b) => a + b, 0)) / total).toFixed(0)).toBe('62');
+    expect(sessions[Math.ceil(0.5 * sessions.length) - 1]).toBe(16);
+    expect(sessions[Math.ceil(0.9 * sessions.length) - 1]).toBe(46);
+  });
+
   it('cancellations and replacements come at about the configured fractions', () => {
     const events = generateTrace({ agents: 400, seconds: 3600, seed: 3, cancelFraction: 0.1, replaceFraction: 0.15 });
     const { replacements, toolCalls } = checkInvariants(events, 3600);
