@@ -10,6 +10,9 @@ import { nearestRank } from './internal/stats.js';
 import { isPlainObject } from './internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 
+/** The nearest-rank percentile the trace summary uses, for reports over a replay's samples. */
+export { nearestRank };
+
 // ---------------------------------------------------------------------------------------------
 // Shapes
 
