@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // waitprep command line. `waitprep demo` (what `npm start` runs) is the end-to-end demo: an
 // agent trace replayed through the coordinator, a preparation driver and a storage-worker
-// process publishing into a lease table (bin/demo.js); `demo --scripted` is the earlier
+// process publishing into a lease table (bin/demo/); `demo --scripted` is the earlier
 // scripted sequence.
-import { demo, DEMO_USAGE } from './demo.js';
+import { demo } from './demo/cli.js';
 import { inspect, reap } from './inspect.js';
 
 const [command = 'help', ...rest] = process.argv.slice(2);

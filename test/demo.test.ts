@@ -1,6 +1,7 @@
 // `npm start` runs `waitprep demo`: the end-to-end demo (trace replay, coordinator, driver, storage
 // worker process, lease table). `demo --scripted` keeps the earlier scripted sequence. Both print
-// a JSON summary with --json that must be internally consistent. Needs the built dist/.
+// a JSON summary with --json that must be internally consistent. The tests drive the demo as a user
+// does: its command line, stdout (text or --json), stderr and exit code. Needs the built dist/.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
@@ -22,6 +23,25 @@ describe('waitprep demo --scripted', () => {
     expect(stats.misses['stale-ticket']).toBeGreaterThan(0);
     expect(summary.drained).toBe(true);
     expect(['native', 'js']).toContain(summary.implementation);
+  });
+
+  it('prints its summary as text without --json', () => {
+    const text = execFileSync(process.execPath, [bin, 'demo', '--scripted'], { encoding: 'utf8' });
+    expect(text).toMatch(/^summary \(stand-in preparation: a \d+ ms timer/m);
+    expect(text).toMatch(/^ {2}waits \d+, of them dedup joins \d+, overloaded [1-9]\d*, rejected \d+$/m);
+    expect(text).toMatch(/^ {2}shutdown drained: true$/m);
+  });
+});
+
+describe('waitprep demo --help', () => {
+  it('lists every option on stdout and exits 0', () => {
+    const result = spawnSync(process.execPath, [bin, 'demo', '--help'], { encoding: 'utf8' });
+    expect(result.status).toBe(0);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toMatch(/^usage: waitprep demo \[options\]/);
+    const options = ['--agents', '--seconds', '--seed', '--trace', '--time-scale', '--budget-mb', '--implementation',
+      '--metrics-port', '--json', '--scripted', '--storage-exit-after', '--compare', '--miss-cost-ms'];
+    for (const option of options) expect(result.stdout).toContain(`  ${option} `);
   });
 });
 
@@ -103,6 +123,15 @@ describe('waitprep demo (end to end)', () => {
     const result = spawnSync(process.execPath, [bin, 'demo', '--no-such-option'], { encoding: 'utf8' });
     expect(result.status).toBe(2);
     expect(result.stderr).toMatch(/unknown option/);
+  });
+
+  it('rejects options --compare does not take, and a malformed number, with exit code 2', () => {
+    for (const args of [['--compare', '--metrics-port', '0'], ['--compare', '--storage-exit-after', '1'], ['--seconds', 'soon']]) {
+      const result = spawnSync(process.execPath, [bin, 'demo', ...args], { encoding: 'utf8' });
+      expect(result.status).toBe(2);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toMatch(/^waitprep demo: .*\n\nusage: waitprep demo/);
+    }
   });
 });
 

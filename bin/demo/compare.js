@@ -4,11 +4,11 @@
 //   no-preparation  no coordinator, no driver, no storage worker: nothing is ever issued, so every
 //                   wake is a miss (reason "no-preparation"). Nothing in it depends on time, so it
 //                   is counted straight off the trace instead of replayed on the clock.
-//   fifo-dedup      the normal `waitprep demo` path (bin/demo.js DemoRun): waits that demand the
+//   fifo-dedup      the normal `waitprep demo` path (run.js DemoRun): waits that demand the
 //                   same key share one unit.
 //   fifo-no-dedup   the same DemoRun (same FIFO coordinator, driver, one grant, storage worker,
 //                   budget), but every wait's key spec has "/no-dedup/<agent>#<generation>"
-//                   appended to its `namespace` (bin/demo.js perWaitSpec) before keyFromSpec, so no
+//                   appended to its `namespace` (run.js perWaitSpec) before keyFromSpec, so no
 //                   two waits share a key: each gets its own unit. Tokens, and so artifact sizes,
 //                   are unchanged.
 //
@@ -19,8 +19,11 @@
 // engine's original path; the JSON says so with `missCostMs` and `standIn: true`.
 // A wake whose wait was never admitted (overloaded or rejected, no ticket) counts as a miss with
 // reason "not-admitted", so hits + misses = the trace's wakes under every policy.
-import { DemoRun, percentile } from './demo.js';
-import { traceSummary } from '../dist/index.js';
+// The table it prints without --json: report.js printComparison.
+import { traceSummary } from 'waitprep';
+import { nearestRank } from 'waitprep/trace';
+import { printComparison } from './report.js';
+import { DemoRun, loadEvents } from './run.js';
 
 const POLICIES = [
   { name: 'no-preparation', description: 'no coordinator issue at all: every wake is a miss (counted off the trace, not replayed)' },
@@ -37,10 +40,10 @@ function latencySummary(hitNs, misses, missCostMs) {
   const hitMs = hitNs.map((ns) => Number(ns) / 1e6).sort((a, b) => a - b);
   return {
     count: ms.length,
-    p50: percentile(ms, 50),
-    p95: percentile(ms, 95),
-    hitPinP50: percentile(hitMs, 50),
-    hitPinP95: percentile(hitMs, 95),
+    p50: nearestRank(ms, 0.5),
+    p95: nearestRank(ms, 0.95),
+    hitPinP50: nearestRank(hitMs, 0.5),
+    hitPinP95: nearestRank(hitMs, 0.95),
   };
 }
 
@@ -104,9 +107,10 @@ async function replay(options, policy) {
   };
 }
 
+/** `waitprep demo --compare`: the three policies over one trace, as a table or one JSON object. */
 export async function compareDemo(options) {
   const log = options.json ? () => {} : (line) => process.stderr.write(line + '\n');
-  const events = new DemoRun(options).loadEvents();
+  const events = loadEvents(options);
   const policies = [];
   let traceInfo = null;
   let implementationInfo = null;
@@ -133,33 +137,5 @@ export async function compareDemo(options) {
     ...implementationInfo,
   };
   if (options.json) process.stdout.write(JSON.stringify(output, null, 2) + '\n');
-  else printTable(output);
-}
-
-function printTable(out) {
-  const t = out.trace;
-  const mib = (n) => (n / (1024 * 1024)).toFixed(1);
-  const pct = (x) => `${(100 * x).toFixed(1)}%`;
-  const ms = (x) => (x >= 1 ? x.toFixed(1) : x.toFixed(4));
-  const rows = [
-    ['policy', 'waits', 'wakes', 'hits', 'hit rate', 'misses by reason', 'wasted', 'units prepared', 'MiB prepared', 'wake p50 ms', 'wake p95 ms'],
-    ...out.policies.map((p) => [
-      p.name, String(p.waits), String(p.wakes), String(p.hits), pct(p.hitRate),
-      Object.entries(p.misses).map(([r, n]) => `${r} ${n}`).join(', ') || 'none',
-      String(p.wasted), String(p.unitsPrepared), mib(p.bytesPrepared), ms(p.wakeLatencyMs.p50), ms(p.wakeLatencyMs.p95),
-    ]),
-  ];
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  const line = (r) => '  ' + r.map((c, i) => (i === 0 || i === 5 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  console.log(`
-compare: ${t.source === 'generated' ? `generated trace (${t.requestedAgents} agents, ${t.seconds} s, seed ${t.seed}: ${t.summary.waits} waits, ${t.summary.wakes} wakes, ${t.summary.distinctKeys} distinct keys)` : `trace ${t.source}`}, time scale ${t.timeScale}
-${line(rows[0])}
-${rows.slice(1).map(line).join('\n')}
-
-  wake latency: a hit costs its measured onWake pin time (hrtime); a miss costs ${out.missCostMs} ms, a STAND-IN
-  for the engine's original path (--miss-cost-ms), not a measurement.
-  no-preparation: nothing issued, every wake a miss (counted off the trace). fifo-no-dedup: each wait's key
-  spec namespace becomes "<namespace>/no-dedup/<agent>#<generation>", so no two waits share a unit.
-  lease table: ${out.implementation} (${out.implementationReason})
-  (synthetic trace and stand-in preparation on this machine; not a serving-host measurement)`);
+  else printComparison(output);
 }

@@ -1,0 +1,97 @@
+// `waitprep demo` (what `npm start` runs): the demo's command line. It parses the options and
+// hands them to one of three runs: the trace replay (run.js, printed by report.js), the policy
+// comparison (`--compare`, compare.js) or the short scripted sequence (`--scripted`, scripted.js).
+// Which processes and threads a run starts, and what crosses between them: docs/architecture.md.
+import { compareDemo } from './compare.js';
+import { printSummary } from './report.js';
+import { DemoRun } from './run.js';
+import { scriptedDemo } from './scripted.js';
+
+const DEMO_USAGE = `usage: waitprep demo [options]
+
+  --agents N             agent sessions in the generated trace (default 24)
+  --seconds S            generated trace length in seconds (default 8)
+  --seed N               trace seed (default 42)
+  --trace FILE           replay a JSONL trace instead (docs/agent-trace.md)
+  --time-scale X         replay event t at t*X seconds (default 1)
+  --budget-mb M          the storage worker's arena budget in MiB (default 8)
+  --implementation I     auto (default) | native | js: which lease table
+  --metrics-port P       serve Prometheus metrics on http://127.0.0.1:P/metrics while running
+                         (0: an ephemeral port; the URL is printed to stderr)
+  --json                 print one JSON summary object on stdout, nothing else
+  --scripted             the earlier scripted demo (in-process stand-in worker), with --json
+  --storage-exit-after N testing: the storage worker exits (code 3) at request N+1
+  --compare              replay the same trace under three policies (no-preparation, fifo-dedup,
+                         fifo-no-dedup) and print a table, or one JSON object with --json
+                         (bin/demo/compare.js; not with --metrics-port or --storage-exit-after)
+  --miss-cost-ms M       with --compare: the STAND-IN cost of a miss's original path (default 50)`;
+
+class UsageError extends Error {}
+
+function parseArgs(args) {
+  const options = {
+    agents: 24, seconds: 8, seed: 42, trace: null, timeScale: 1, budgetMb: 8, implementation: 'auto',
+    metricsPort: null, json: false, storageExitAfter: null, compare: false, missCostMs: 50,
+    // Set by compare.js, not by flags: `keyMode` 'shared' (the normal path) or 'per-wait'
+    // (fifo-no-dedup: each wait's key spec gets a namespace unique to its agent and generation),
+    // and `runLabel`, a suffix that keeps several runs' table, arena and socket names apart.
+    keyMode: 'shared', runLabel: null,
+  };
+  const numeric = {
+    '--agents': ['agents', (v) => Number.isSafeInteger(v) && v >= 1],
+    '--seconds': ['seconds', (v) => Number.isFinite(v) && v > 0],
+    '--seed': ['seed', (v) => Number.isSafeInteger(v)],
+    '--time-scale': ['timeScale', (v) => Number.isFinite(v) && v > 0],
+    '--budget-mb': ['budgetMb', (v) => Number.isFinite(v) && v > 0],
+    '--metrics-port': ['metricsPort', (v) => Number.isSafeInteger(v) && v >= 0 && v <= 65535],
+    '--storage-exit-after': ['storageExitAfter', (v) => Number.isSafeInteger(v) && v >= 0],
+    '--miss-cost-ms': ['missCostMs', (v) => Number.isFinite(v) && v >= 0],
+  };
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    if (arg === '--json') options.json = true;
+    else if (arg === '--compare') options.compare = true;
+    else if (arg in numeric) {
+      const [field, ok] = numeric[arg];
+      const value = Number(args[++i]);
+      if (args[i] === undefined || !ok(value)) throw new UsageError(`${arg} needs a valid number, got ${JSON.stringify(args[i])}`);
+      options[field] = value;
+    } else if (arg === '--trace') {
+      if (args[++i] === undefined) throw new UsageError('--trace needs a file');
+      options.trace = args[i];
+    } else if (arg === '--implementation') {
+      const value = args[++i];
+      if (!['auto', 'native', 'js'].includes(value)) throw new UsageError(`--implementation must be auto, native or js, got ${JSON.stringify(value)}`);
+      options.implementation = value;
+    } else throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
+  }
+  if (options.compare && options.metricsPort !== null) throw new UsageError('--compare does not serve metrics (--metrics-port)');
+  if (options.compare && options.storageExitAfter !== null) throw new UsageError('--compare does not take --storage-exit-after');
+  return options;
+}
+
+/** `waitprep demo [options]`: exits 2 on a usage error, 1 when a run fails. */
+export async function demo(args) {
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(DEMO_USAGE);
+    return;
+  }
+  if (args.includes('--scripted')) return scriptedDemo(args.filter((a) => a !== '--scripted'));
+  let options;
+  try {
+    options = parseArgs(args);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    console.error(`waitprep demo: ${error.message}\n\n${DEMO_USAGE}`);
+    process.exit(2);
+  }
+  if (options.compare) return compareDemo(options);
+  const run = new DemoRun(options);
+  try {
+    const summary = await run.run();
+    if (options.json) process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
+    else printSummary(summary);
+  } catch (error) {
+    await run.fail(error instanceof Error ? error.message : String(error));
+  }
+}
