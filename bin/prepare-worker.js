@@ -3,19 +3,20 @@
 // A worker thread cannot use the parent process's IPC channel to the storage worker child, so
 // prepare() forwards the unit over a Unix socket the storage worker listens on (the path comes in
 // the WAITPREP_DEMO_SOCKET environment variable, set through the pool's `env`): one connection per
-// unit, one JSON line out ({ id, keyHex, key }), one JSON line back ({ ok, sizeBytes } or
+// unit, one JSON line out ({ id, keyHex, keyBytes }: keyBytes is the key's wire form, the canonical
+// bytes task.keyBytes carries, in base64), one JSON line back ({ ok, sizeBytes } or
 // { ok: false, error }). It resolves when the storage worker has published, and throws when it
 // refused or the connection closed without a reply (a dead storage worker). A unit whose
 // consumers all left before it was sent is not sent (the driver's abort); once sent, the storage
 // worker finishes it (preparation there is short and has no safe boundary of its own).
 import { connect } from 'node:net';
-import { encodeKeyFields } from './storage-worker.js';
 
 export default async function prepare(task, { signal }) {
   signal.throwIfAborted();
   const socketPath = process.env.WAITPREP_DEMO_SOCKET;
   if (!socketPath) throw new Error('WAITPREP_DEMO_SOCKET is not set');
-  const request = JSON.stringify({ id: task.id, keyHex: task.keyHex, key: encodeKeyFields(task.key) }) + '\n';
+  const keyBytes = Buffer.from(task.keyBytes.buffer, task.keyBytes.byteOffset, task.keyBytes.byteLength).toString('base64');
+  const request = JSON.stringify({ id: task.id, keyHex: task.keyHex, keyBytes }) + '\n';
   const reply = await new Promise((resolve, reject) => {
     const socket = connect(socketPath);
     let buffered = '';

@@ -6,11 +6,12 @@
 // process instead, with a table it opened there (and says so).
 //
 // Requests come two ways, handled the same:
-//   - IPC from the parent: { type: 'prepare', id, keyHex, key } -> { type: 'result', id, ok, ... }
+//   - IPC from the parent: { type: 'prepare', id, keyHex, keyBytes } -> { type: 'result', id, ok, ... }
 //   - a Unix socket (`--socket PATH`), one JSON line per request and one per reply, used by the
 //     demo's piscina worker threads (bin/prepare-worker.js), which cannot use the parent's IPC.
-// `key` is the key's fields as JSON (encodeKeyFields): bigints as decimal strings, the token
-// layout as an array. The worker rebuilds the ArtifactKey and refuses one whose hex differs.
+// `keyBytes` is the key's wire form in base64: its canonical encoding (docs/key-encoding.md), as
+// PreparationTask.keyBytes carries it. The worker decodes it strictly (decodeArtifactKey, which
+// hashes it once) and refuses bytes that are not a key, or whose digest is not the request's keyHex.
 //
 // What "prepare" means here (a stand-in, nothing is compressed and nothing is a real snapshot):
 //   1. reserve the key's slot (consumers see `preparing` from now on);
@@ -39,7 +40,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { artifactKey, openLeaseTable, unlinkLeaseTable } from '../dist/index.js';
+import { decodeArtifactKey, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 
 /** Bytes per element of the dtypes the synthetic source uses. */
 const DTYPE_SIZE = { BF16: 2, F16: 2, F32: 4, U8: 1 };
@@ -47,25 +48,6 @@ const LAYERS = 2;
 const HEAD_DIM = 64;
 /** Tokens per row of the synthetic KV tensors. */
 const TOKENS_PER_ROW = 16;
-
-/** The key's fields as JSON-safe data (bigints as strings, tokens as an array). */
-export function encodeKeyFields(key) {
-  return {
-    source: { ...key.source, tokenLayout: Array.from(key.source.tokenLayout), extra: { ...(key.source.extra ?? {}) } },
-    sourcePageGeneration: String(key.sourcePageGeneration),
-    codec: key.codec,
-    codecConfig: key.codecConfig,
-    representationVersion: String(key.representationVersion),
-  };
-}
-
-export function decodeKeyFields(fields) {
-  return {
-    ...fields,
-    sourcePageGeneration: BigInt(fields.sourcePageGeneration),
-    representationVersion: BigInt(fields.representationVersion),
-  };
-}
 
 /**
  * A synthetic source snapshot, laid out like safetensors, made from the key's digest and token
@@ -144,6 +126,14 @@ export function arenaFile(arenaDir, location) {
   return join(arenaDir, `${location}.safetensors`);
 }
 
+/** The request's key, from its wire form; throws unless it is a key whose digest is the request's keyHex. */
+function keyOf(request) {
+  if (typeof request.keyBytes !== 'string') throw new Error('the request has no keyBytes (the key\'s canonical bytes in base64)');
+  const key = decodeArtifactKey(Buffer.from(request.keyBytes, 'base64'));
+  if (key.hex !== request.keyHex) throw new Error(`key bytes hash to ${key.hex}, request says ${request.keyHex}`);
+  return key;
+}
+
 /**
  * The storage logic over an open producer table. `handle(request)` -> reply. Used by the child
  * process below, and in-process by the demo on the JavaScript fallback.
@@ -203,8 +193,7 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
     const started = performance.now();
     let reservation = null;
     try {
-      const key = artifactKey(decodeKeyFields(request.key));
-      if (key.hex !== request.keyHex) throw new Error(`key fields hash to ${key.hex}, request says ${request.keyHex}`);
+      const key = keyOf(request);
       const known = resident.get(key.hex);
       if (known !== undefined) {
         // Already published (the coordinator forgot its history): touch it and say so.

@@ -2,11 +2,13 @@ export { WaitprepError, type WaitprepErrorCode } from './errors.js';
 export {
   artifactKey,
   encodeArtifactKey,
+  decodeArtifactKey,
   isArtifactKey,
   ArtifactKey,
   KEY_ENCODING_MAGIC,
   KEY_FIELD_TAGS,
   type ArtifactKeyFields,
+  type ArtifactKeyPlainFields,
   type ArtifactKeySource,
 } from './key.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkTicket } from './coordinator.js';
@@ -18,10 +20,9 @@ export {
   type PreparationDriverStats,
   type PreparationReport,
   type PreparationResult,
-  type PreparationTask,
   type PreparationWorkerOptions,
-  type PrepareContext,
-} from './driver.js';
+} from './driver/driver.js';
+export type { PreparationTask, PrepareContext } from './driver/protocol.js';
 export { registerMetrics, type MetricsRegistration, type MetricsRegistry, type RegisterMetricsOptions } from './metrics.js';
 export {
   CHANNELS,

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import * as crypto from 'node:crypto';
 import { WaitprepError, invalidArgument } from './errors.js';
 import { isPlainObject, u64OrNull } from './internal/validate.js';
@@ -26,6 +27,28 @@ export interface ArtifactKeyFields {
   codec: string;
   codecConfig: string;
   representationVersion: number | bigint;
+}
+
+/**
+ * The plain form of a key: what {@link ArtifactKey.toFields} returns, and what
+ * {@link artifactKey} accepts back (`artifactKey(k.toFields())` equals `k`).
+ * It is an {@link ArtifactKeyFields} with each choice made one way, so that
+ * every key has exactly one plain form:
+ *
+ * - `sourcePageGeneration` and `representationVersion` are bigints (never numbers);
+ * - `source.tokenLayout` is a fresh `Uint32Array` of the tokens, in layout order;
+ * - `source.extra` is always present: a fresh object without a prototype (so a
+ *   name such as `__proto__` is an ordinary entry), empty when the key has none.
+ *
+ * Every part is structured-cloneable, so it crosses to a worker thread as it is
+ * (where `extra` arrives as an ordinary object). It is not JSON: bigints and the
+ * `Uint32Array` do not survive `JSON.stringify`; across a process boundary send
+ * the wire form, {@link ArtifactKey.toBytes}.
+ */
+export interface ArtifactKeyPlainFields extends ArtifactKeyFields {
+  source: ArtifactKeyFields['source'] & { tokenLayout: Uint32Array; extra: Record<string, string> };
+  sourcePageGeneration: bigint;
+  representationVersion: bigint;
 }
 
 /** The identity fields of a key's source, without the token layout (see {@link ArtifactKey.tokenLayout}). */
@@ -96,7 +119,9 @@ const sha256: (data: Buffer) => Buffer =
 /**
  * An immutable, validated artifact identity with its SHA-256 digest, computed
  * once. Build one with {@link artifactKey}. Two keys are equal exactly when their
- * canonical encodings are equal; compare with {@link ArtifactKey.equals}.
+ * canonical encodings are equal; compare with {@link ArtifactKey.equals}. Its
+ * plain form is {@link ArtifactKey.toFields}, its wire form
+ * {@link ArtifactKey.toBytes} ({@link decodeArtifactKey} reads it back).
  */
 export class ArtifactKey {
   readonly source: ArtifactKeySource;
@@ -144,6 +169,51 @@ export class ArtifactKey {
     return this.#tokens.slice();
   }
 
+  /**
+   * The key's plain form (see {@link ArtifactKeyPlainFields}): a fresh,
+   * mutable copy of every identity field. `artifactKey(key.toFields())` builds
+   * a key equal to this one.
+   */
+  toFields(): ArtifactKeyPlainFields {
+    const source = {} as ArtifactKeyPlainFields['source'];
+    for (const name of SOURCE_STRING_FIELDS) source[name] = this.source[name];
+    source.tokenLayout = this.#tokens.slice();
+    source.extra = Object.assign(Object.create(null) as Record<string, string>, this.source.extra);
+    return {
+      source,
+      sourcePageGeneration: this.sourcePageGeneration,
+      codec: this.codec,
+      codecConfig: this.codecConfig,
+      representationVersion: this.representationVersion,
+    };
+  }
+
+  /**
+   * The key's wire form: its canonical encoding (docs/key-encoding.md), the
+   * bytes {@link ArtifactKey.digest} is the SHA-256 of. A fresh array over its
+   * own `ArrayBuffer` of exactly that length, so it can be transferred or sent
+   * as it is. {@link decodeArtifactKey} turns it back into an equal key.
+   */
+  toBytes(): Uint8Array {
+    // The encoded entries are not kept on the key: they would hold every key's
+    // extra twice (in slices of Node's buffer pool). `source.extra` was
+    // validated when the key was built; remaking its entries is cheap.
+    const extraEntries = Object.entries(this.source.extra).map(([name, value]): [Buffer, Buffer] => [Buffer.from(name, 'utf8'), Buffer.from(value, 'utf8')]);
+    const out = encodeValidated(
+      {
+        source: this.source,
+        tokens: this.#tokens,
+        extraEntries: sortedByName(extraEntries),
+        sourcePageGeneration: this.sourcePageGeneration,
+        codec: this.codec,
+        codecConfig: this.codecConfig,
+        representationVersion: this.representationVersion,
+      },
+      true,
+    );
+    return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  }
+
   /** True when `other` is a key with the same canonical encoding. */
   equals(other: unknown): boolean {
     return other === this || (other instanceof ArtifactKey && other.hex === this.hex);
@@ -189,10 +259,12 @@ export function isArtifactKey(value: unknown): value is ArtifactKey {
 
 /**
  * The canonical byte encoding of a key's fields (docs/key-encoding.md): what
- * the digest is taken over. Validates exactly as {@link artifactKey}.
+ * the digest is taken over. Validates exactly as {@link artifactKey}; the
+ * same bytes as `artifactKey(fields).toBytes()`, without the hash.
  */
 export function encodeArtifactKey(fields: ArtifactKeyFields): Uint8Array {
-  return new Uint8Array(encodeValidated(validate(fields)));
+  const out = encodeValidated(validate(fields), true);
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
 }
 
 function keyError(field: string, expected: string, got: unknown): WaitprepError {
@@ -249,6 +321,16 @@ function rejectUnknown(object: Record<string, unknown>, known: Set<string>, pref
   }
 }
 
+/**
+ * Sorts `extra` entries in place by the UTF-8 bytes of the name (= Unicode code
+ * point order, not JavaScript's UTF-16 order, nor an object's own property
+ * order, which puts integer-like names first), so a runtime in any language
+ * sorts the same way.
+ */
+function sortedByName(entries: Array<[Buffer, Buffer]>): Array<[Buffer, Buffer]> {
+  return entries.sort((a, b) => Buffer.compare(a[0], b[0]));
+}
+
 function validate(fields: unknown): Validated {
   if (!isPlainObject(fields)) return fail('fields', 'an object of key fields', fields);
   rejectUnknown(fields, TOP_FIELDS, '');
@@ -269,9 +351,7 @@ function validate(fields: unknown): Validated {
       identityString(`source.extra.${name}`, value, true);
       extraEntries.push([Buffer.from(name, 'utf8'), Buffer.from(value as string, 'utf8')]);
     }
-    // Sorted by the UTF-8 bytes of the name (= Unicode code point order), so a
-    // runtime in any language sorts the same way.
-    extraEntries.sort((a, b) => Buffer.compare(a[0], b[0]));
+    sortedByName(extraEntries);
     extra = Object.create(null) as Record<string, string>;
     for (const [name, value] of extraEntries) extra[name.toString('utf8')] = value.toString('utf8');
     Object.freeze(extra);
@@ -304,9 +384,11 @@ function utf8Length(str: string): number {
  * Writes the canonical encoding in one pass into one buffer. Field order and
  * layout are docs/key-encoding.md; small helpers write bytes by hand because
  * most fields are short ASCII strings, where Buffer's methods cost more than
- * the bytes.
+ * the bytes. `own` gives the result its own ArrayBuffer (for bytes handed
+ * out); without it a short encoding may share Node's buffer pool, which is
+ * fine for bytes that are only hashed.
  */
-function encodeValidated(v: Validated): Buffer {
+function encodeValidated(v: Validated, own = false): Buffer {
   const s = v.source;
   const strings = SOURCE_STRING_FIELDS.map((name): [number, string] => [KEY_FIELD_TAGS[name], s[name]]);
   const lengths = strings.map(([, str]) => utf8Length(str));
@@ -321,7 +403,7 @@ function encodeValidated(v: Validated): Buffer {
 
   let total = KEY_ENCODING_MAGIC.length + 14 * FIELD_HEADER + v.tokens.length * 4 + extraLength + 16 + codecLength + codecConfigLength;
   for (const length of lengths) total += length;
-  const out = Buffer.allocUnsafe(total);
+  const out = own ? Buffer.allocUnsafeSlow(total) : Buffer.allocUnsafe(total);
   out.set(KEY_ENCODING_MAGIC, 0);
   let at = KEY_ENCODING_MAGIC.length;
 
@@ -374,4 +456,136 @@ function encodeValidated(v: Validated): Buffer {
   u64(KEY_FIELD_TAGS.representationVersion, v.representationVersion);
   if (at !== total) throw new Error(`waitprep internal: key encoding wrote ${at} of ${total} bytes`);
   return out;
+}
+
+/** Field names in tag order, for the decoder's messages (`KEY_FIELD_TAGS` the other way round). */
+const FIELD_NAMES: readonly string[] = (() => {
+  const names: string[] = [];
+  for (const [name, tag] of Object.entries(KEY_FIELD_TAGS)) names[tag] = TOP_FIELDS.has(name) ? name : `source.${name}`;
+  return names;
+})();
+
+const hexBytes = (bytes: Uint8Array): string => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join(' ');
+
+/**
+ * Turns a key's wire form (its canonical encoding, {@link ArtifactKey.toBytes}
+ * or {@link encodeArtifactKey}) back into the {@link ArtifactKey}, and takes
+ * its SHA-256 once, over those bytes.
+ *
+ * Strict: every byte is checked against docs/key-encoding.md, so the bytes it
+ * accepts are exactly the bytes the key encodes to (`decodeArtifactKey(b).toBytes()`
+ * equals `b`) and no two inputs decode to the same key. It throws
+ * `WaitprepError` `ERR_INVALID_KEY`, with `field` naming the part that was
+ * wrong (`magic`, a field's dotted name, or `bytes` for what comes after the
+ * last field) and a message giving the offset, what was expected and what came:
+ * a wrong magic, a missing, unexpected or out-of-order tag, a length that runs
+ * past the end (truncation) or that a field's type does not allow, an empty
+ * string where the fields validator wants a non-empty one, UTF-8 that is not
+ * well-formed (overlong forms, encoded surrogates, code points past U+10FFFF),
+ * `extra` names that are not strictly increasing, and bytes after the last field.
+ *
+ * The input is copied first, so the bytes checked are the bytes hashed even if
+ * the caller's memory (a SharedArrayBuffer, say) changes meanwhile.
+ */
+export function decodeArtifactKey(bytes: Uint8Array): ArtifactKey {
+  if (!(bytes instanceof Uint8Array)) return fail('bytes', 'a Uint8Array holding a canonical key encoding (WPK1)', bytes);
+  const input = Buffer.from(bytes);
+  const end = input.length;
+  let at = 0;
+
+  const wrong = (field: string, offset: number, expected: string, got: string): never => {
+    throw new WaitprepError('ERR_INVALID_KEY', `Expected the key bytes at offset ${offset} (${field}) to be ${expected}, got ${got}`, { field });
+  };
+  const u32At = (offset: number): number => input.readUInt32LE(offset);
+
+  const magic = KEY_ENCODING_MAGIC.length;
+  if (end < magic || !input.subarray(0, magic).equals(KEY_ENCODING_MAGIC)) {
+    wrong('magic', 0, `the magic ${hexBytes(KEY_ENCODING_MAGIC)} (WPK1)`, end === 0 ? 'no bytes' : hexBytes(input.subarray(0, Math.min(end, magic))));
+  }
+  at = magic;
+
+  /** Reads one field's header, checks its tag and that its payload fits; returns the payload's length. */
+  const field = (tag: number): number => {
+    const name = FIELD_NAMES[tag]!;
+    if (end - at < FIELD_HEADER) {
+      wrong(name, at, `tag 0x${tag.toString(16).padStart(2, '0')} and a u32le length (${FIELD_HEADER} bytes)`, end === at ? 'the end of the bytes' : `only ${end - at} bytes before the end`);
+    }
+    const got = input[at]!;
+    if (got !== tag) {
+      const what = FIELD_NAMES[got] === undefined ? 'no field' : FIELD_NAMES[got];
+      wrong(name, at, `tag 0x${tag.toString(16).padStart(2, '0')}`, `tag 0x${got.toString(16).padStart(2, '0')} (${what})`);
+    }
+    const length = u32At(at + 1);
+    at += FIELD_HEADER;
+    if (length > end - at) wrong(name, at, `a payload of ${length} bytes`, `${end - at} bytes before the end (truncated)`);
+    return length;
+  };
+  /** A UTF-8 run of `length` bytes at `at`, checked well-formed; moves past it. */
+  const utf8 = (name: string, length: number, allowEmpty: boolean): string => {
+    if (length === 0 && !allowEmpty) wrong(name, at, 'a non-empty string', 'length 0');
+    const run = input.subarray(at, at + length);
+    if (!isUtf8(run)) wrong(name, at, 'well-formed UTF-8', `${length} bytes that are not`);
+    at += length;
+    // Buffer's decoder keeps a leading U+FEFF (TextDecoder would drop it as a BOM).
+    return run.toString('utf8');
+  };
+  const u64Field = (tag: number): bigint => {
+    const length = field(tag);
+    if (length !== 8) wrong(FIELD_NAMES[tag]!, at - 4, 'the length 8 (a u64le)', `${length}`);
+    const value = input.readBigUInt64LE(at);
+    at += 8;
+    return value;
+  };
+
+  const strings = {} as Record<(typeof SOURCE_STRING_FIELDS)[number], string>;
+  for (const name of SOURCE_STRING_FIELDS) strings[name] = utf8(`source.${name}`, field(KEY_FIELD_TAGS[name]), false);
+
+  const layoutLength = field(KEY_FIELD_TAGS.tokenLayout);
+  if (layoutLength === 0 || layoutLength % 4 !== 0) {
+    wrong('source.tokenLayout', at - 4, 'a non-zero multiple of 4 (u32le tokens)', `${layoutLength}`);
+  }
+  const tokens = new Uint32Array(layoutLength / 4);
+  if (LITTLE_ENDIAN) new Uint8Array(tokens.buffer).set(input.subarray(at, at + layoutLength));
+  else for (let i = 0; i < tokens.length; i++) tokens[i] = u32At(at + 4 * i);
+  at += layoutLength;
+
+  const extraLength = field(KEY_FIELD_TAGS.extra);
+  const extraEnd = at + extraLength;
+  const extraEntries: Array<[Buffer, Buffer]> = [];
+  let extra: Record<string, string> = NO_EXTRA;
+  if (extraEnd > at) extra = Object.create(null) as Record<string, string>;
+  /** One length-prefixed run inside the `extra` payload. */
+  const extraRun = (name: string, allowEmpty: boolean): [Buffer, string] => {
+    if (extraEnd - at < 4) wrong(name, at, 'a u32le length inside the extra payload', `${extraEnd - at} bytes left of it`);
+    const length = u32At(at);
+    at += 4;
+    if (length > extraEnd - at) wrong(name, at, `${length} bytes inside the extra payload`, `${extraEnd - at} left of it`);
+    const start = at;
+    const text = utf8(name, length, allowEmpty);
+    // A copy: a view would keep the whole input alive for as long as the key.
+    return [Buffer.from(input.subarray(start, at)), text];
+  };
+  while (at < extraEnd) {
+    const nameAt = at;
+    const [nameBytes, name] = extraRun('source.extra (a name)', false);
+    const previous = extraEntries.at(-1);
+    if (previous !== undefined && Buffer.compare(previous[0], nameBytes) >= 0) {
+      wrong('source.extra (a name)', nameAt, `a name after ${JSON.stringify(previous[0].toString('utf8'))} in UTF-8 byte order (sorted, no repeats)`, JSON.stringify(name));
+    }
+    const [valueBytes, value] = extraRun(`source.extra.${name}`, true);
+    extraEntries.push([nameBytes, valueBytes]);
+    extra[name] = value;
+  }
+  if (extra !== NO_EXTRA) Object.freeze(extra);
+
+  const sourcePageGeneration = u64Field(KEY_FIELD_TAGS.sourcePageGeneration);
+  const codec = utf8('codec', field(KEY_FIELD_TAGS.codec), false);
+  const codecConfig = utf8('codecConfig', field(KEY_FIELD_TAGS.codecConfig), false);
+  const representationVersion = u64Field(KEY_FIELD_TAGS.representationVersion);
+  if (at !== end) wrong('bytes', at, `the end of the key (${at} bytes)`, `${end - at} more bytes`);
+
+  const v: Validated = { source: Object.freeze({ ...strings, extra }), tokens, extraEntries, sourcePageGeneration, codec, codecConfig, representationVersion };
+  // Every byte was checked to be the one the encoder writes for `v`, so these
+  // are its canonical bytes: hash them as they are, no re-encoding.
+  return new ArtifactKey(constructing, v, new Uint8Array(sha256(input)));
 }

@@ -1,19 +1,22 @@
 // PreparationDriver: units prepared in a piscina worker pool, reported back on the coordinator's
 // thread. Fixtures: test/fixtures/prepare-*.mjs (they import the built dist/, so build first).
 import { once } from 'node:events';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { threadId as mainThreadId } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   PreparationDriver,
   WaitprepError,
+  type ArtifactKeyPlainFields,
   type GrantSource,
   type PreparationDriverOptions,
   type PreparationReport,
   type ResourceGrant,
   type WaitCoordinator,
 } from '../lib/index.js';
+import { WORKER_FILENAME } from '../lib/driver/driver.js';
 import { consumer, makeKey, setup, ticketOf, withBackend } from './helpers.js';
 
 // Indexes of the marks prepare-hang.mjs keeps in workerData.marks.
@@ -106,9 +109,17 @@ describe('PreparationDriver: success path', () => {
     expect(reports.map((r) => r.completion)).toEqual(['applied', 'applied', 'applied']);
     expect(reports.map((r) => (r.value as { keyHex: string }).keyHex)).toEqual(keys.map((k) => k.hex));
     for (const report of reports) {
-      const value = report.value as { id: string; keyHex: string; rebuiltHex: string; threadId: number };
-      // The worker rebuilt the same key from the task's plain fields.
+      const value = report.value as {
+        id: string; keyHex: string; rebuiltHex: string; decodedHex: string; keyBytesOwnBuffer: boolean;
+        key: ArtifactKeyPlainFields; keyBytes: Uint8Array; threadId: number;
+      };
+      // The worker rebuilt the same key from each of the task's forms: the plain fields and the wire bytes.
       expect(value.rebuiltHex).toBe(value.keyHex);
+      expect(value.decodedHex).toBe(value.keyHex);
+      expect(value.key).toEqual(report.work.key.toFields());
+      expect(Buffer.from(value.keyBytes).equals(report.work.key.toBytes())).toBe(true);
+      // The bytes crossed as their own buffer, not a view into a shared pool.
+      expect(value.keyBytesOwnBuffer).toBe(true);
       expect(value.id).toBe(report.work.id);
       expect(value.threadId).not.toBe(mainThreadId);
       expect(report.threadId).toBe(value.threadId);
@@ -451,4 +462,28 @@ describe('PreparationDriver: options', () => {
       expect((caught as WaitprepError).field).toBe(field);
     });
   }
+});
+
+describe('PreparationDriver: one file per thread', () => {
+  const dist = join(import.meta.dirname, '..', 'dist');
+
+  it('points piscina at the compiled worker module in dist/', () => {
+    expect(WORKER_FILENAME).toBe(join(dist, 'driver', 'worker.js'));
+    expect(existsSync(WORKER_FILENAME)).toBe(true);
+  });
+
+  it('loads only the protocol and errors on a worker thread (run-time imports, followed through dist/)', () => {
+    const seen = new Set<string>();
+    const visit = (file: string): void => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      // Type-only imports are erased by tsc, so what remains in dist/ is what a thread loads.
+      for (const [, specifier] of readFileSync(file, 'utf8').matchAll(/^\s*(?:import|export)\b[^'"]*?from\s*'([^']+)'/gm)) {
+        if (specifier!.startsWith('.')) visit(resolve(dirname(file), specifier!));
+        else expect(specifier, `${relative(dist, file)} imports ${specifier}`).toMatch(/^node:/);
+      }
+    };
+    visit(WORKER_FILENAME);
+    expect([...seen].map((file) => relative(dist, file)).sort()).toEqual(['driver/protocol.js', 'driver/worker.js', 'errors.js']);
+  });
 });

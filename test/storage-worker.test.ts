@@ -13,12 +13,12 @@ import { arenaFile, checksumOf, syntheticSource, validateSafetensors } from '../
 const WORKER = join(import.meta.dirname, '..', 'bin', 'storage-worker.js');
 const TOKENS = 4_000;
 
-/** Key fields as the worker's protocol carries them (bigints as strings), and the key they make. */
-function keyOf(i: number): { key: ArtifactKey; fields: Record<string, unknown> } {
+/** A key, and its wire form as the worker's protocol carries it (the canonical bytes in base64). */
+function keyOf(i: number): { key: ArtifactKey; keyBytes: string } {
   const tokenLayout = Array.from({ length: TOKENS }, (_, t) => (t * 31 + i * 7) % 128_000);
   const source = { snapshotKind: 'kv-page', runtime: 'test', model: 'test-model', adapter: 'none', profile: 'bf16', positionPolicy: 'absolute', task: `t${i}`, namespace: 'storage-worker-test', tokenLayout, extra: {} };
   const key = artifactKey({ source, sourcePageGeneration: 0, codec: 'none', codecConfig: 'none', representationVersion: 1 });
-  return { key, fields: { source, sourcePageGeneration: '0', codec: 'none', codecConfig: 'none', representationVersion: '1' } };
+  return { key, keyBytes: Buffer.from(key.toBytes()).toString('base64') };
 }
 
 describe('synthetic safetensors source', () => {
@@ -83,8 +83,8 @@ describe.runIf(implementation === 'native')('storage worker process (native leas
     return { arena, send };
   }
 
-  const prepare = (send: (m: object) => Promise<any>, k: { key: ArtifactKey; fields: object }): Promise<any> =>
-    send({ type: 'prepare', keyHex: k.key.hex, key: k.fields });
+  const prepare = (send: (m: object) => Promise<any>, k: { key: ArtifactKey; keyBytes: string }): Promise<any> =>
+    send({ type: 'prepare', keyHex: k.key.hex, keyBytes: k.keyBytes });
 
   it('evicts LRU unpinned artifacts under its budget, never a pinned one, and refuses when only pinned ones are left', async () => {
     const size = syntheticSource('00'.repeat(32), TOKENS).length;
@@ -151,9 +151,13 @@ describe.runIf(implementation === 'native')('storage worker process (native leas
       expect(validateSafetensors(bytes).tensors).toBe(4);
       lease.close();
     }
-    // A key whose fields do not hash to the hex it names is refused.
+    // A key whose bytes do not hash to the hex it names is refused, and so are bytes that are not a key.
     const k = keyOf(13);
-    expect(await send({ type: 'prepare', keyHex: '0'.repeat(64), key: k.fields })).toMatchObject({ ok: false });
+    expect(await send({ type: 'prepare', keyHex: '0'.repeat(64), keyBytes: k.keyBytes })).toMatchObject({ ok: false, error: expect.stringMatching(/hash to/) });
+    const cut = Buffer.from(k.keyBytes, 'base64').subarray(0, 100).toString('base64');
+    expect(await send({ type: 'prepare', keyHex: k.key.hex, keyBytes: cut })).toMatchObject({ ok: false, error: expect.stringMatching(/^ERR_INVALID_KEY: .*truncated/) });
+    expect(await send({ type: 'prepare', keyHex: k.key.hex })).toMatchObject({ ok: false, error: expect.stringMatching(/no keyBytes/) });
+    expect(table.tryPin(k.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
 
     // 'exit' removes the arena and the table, exit code 0.
     const proc = child!;

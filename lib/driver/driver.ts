@@ -1,12 +1,28 @@
+// The main-thread side of the preparation driver: PreparationDriver, which
+// pulls units from the coordinator on its thread and hands them to a piscina
+// pool. What runs in the pool's threads is worker.ts; what the two share (the
+// task, the reply, the shared flag) is protocol.ts.
 import { dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { threadId, type Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import { WaitprepError, describe, invalidArgument } from './errors.js';
-import type { ArtifactKeyFields } from './key.js';
-import type { IssuedWorkTicket, WaitCoordinator } from './coordinator.js';
-import type { ResourceGrant } from './types.js';
-import { isObject } from './internal/validate.js';
+import { WaitprepError, describe, invalidArgument } from '../errors.js';
+import type { IssuedWorkTicket, WaitCoordinator } from '../coordinator.js';
+import type { ResourceGrant } from '../types.js';
+import { isObject } from '../internal/validate.js';
+import {
+  CANCELLED,
+  DEADLINE,
+  FLAG_WORDS,
+  RUNNING,
+  STATE,
+  THREAD,
+  WORKER_EXPORT,
+  reviveError,
+  type Envelope,
+  type PreparationTask,
+  type WorkerReply,
+} from './protocol.js';
 
 /**
  * Where resource grants come from. The driver asks for one only when the
@@ -80,42 +96,6 @@ export interface PreparationDriverOptions {
   onSettled?: (report: PreparationReport) => void;
 }
 
-/**
- * What `prepare` receives: plain data of the issued unit, structured-cloned
- * into the worker. `key` has the shape of {@link ArtifactKeyFields}, so
- * `artifactKey(task.key)` rebuilds the same key (its `hex` equals `keyHex`).
- */
-export interface PreparationTask {
-  /** The work ticket's id. */
-  readonly id: string;
-  /** The key's digest as 64 lowercase hex characters. */
-  readonly keyHex: string;
-  /** Every identity field of the key. */
-  readonly key: ArtifactKeyFields & { sourcePageGeneration: bigint; representationVersion: bigint };
-  /** `'host'` or `'device'`. */
-  readonly readiness: 'host' | 'device';
-  /** For `'device'`: the target, arena and generation as bigints. Else `null`. */
-  readonly target: { readonly device: string; readonly arena: bigint; readonly arenaGeneration: bigint } | null;
-  /** The grant the unit was issued against. */
-  readonly grant: ResourceGrant;
-}
-
-/**
- * The second argument of `prepare`, in the worker. Stop early by throwing at a
- * safe boundary (`signal.throwIfAborted()`): a `prepare` that returns has
- * published its artifact, even if it was asked to stop.
- */
-export interface PrepareContext {
-  /**
-   * Aborts when every consumer of the unit left (reason: an `AbortError`) or
-   * the unit ran past its deadline (a `TimeoutError`). It fires from the
-   * worker's event loop, so a synchronous CPU loop should poll `aborted()`.
-   */
-  readonly signal: AbortSignal;
-  /** The same flag, read synchronously from shared memory: cheap enough for every chunk. */
-  readonly aborted: () => boolean;
-}
-
 /** How a unit ended, as the driver reported it to the coordinator. */
 export type PreparationResult = 'succeeded' | 'failed' | 'crashed' | 'deadline' | 'closed';
 
@@ -162,39 +142,6 @@ export interface PreparationDriverStats {
   running: number;
 }
 
-// The per-unit shared flag: two int32 words.
-//
-//   word 0  STATE   RUNNING (0) until the main thread asks the worker to stop:
-//                   CANCELLED (1) when every consumer left, DEADLINE (2) past the deadline.
-//   word 1  THREAD  the threadId of the worker that took the unit (0 until then).
-//
-// The main thread stores STATE and notifies; the worker reads it with
-// Atomics.load (aborted()) and waits on it with Atomics.waitAsync (signal).
-// Seq-cst Atomics throughout: one store per unit, nothing to gain from weaker.
-const STATE = 0;
-const THREAD = 1;
-const RUNNING = 0;
-const CANCELLED = 1;
-const DEADLINE = 2;
-
-/** What the worker side receives from piscina. */
-interface Envelope {
-  module: string;
-  flag: Int32Array;
-  task: PreparationTask;
-}
-
-/** A `prepare` error as plain data: Error objects lose their `code` and custom names crossing threads. */
-interface RemoteError {
-  name: string;
-  message: string;
-  stack?: string;
-  code?: string;
-}
-
-/** What the worker side answers. A rejection instead means the worker could not run the unit. */
-type WorkerReply = { ok: true; value: unknown } | { ok: false; error: RemoteError };
-
 /** One unit from `beginNext` until its worker stops running. */
 interface Unit {
   readonly work: IssuedWorkTicket;
@@ -211,15 +158,14 @@ const OPTION_NAMES = new Set(['coordinator', 'grants', 'worker', 'deadlineMs', '
 const WORKER_OPTION_NAMES = new Set(['filename', 'minThreads', 'maxThreads', 'idleTimeout', 'workerData', 'env', 'execArgv', 'resourceLimits']);
 
 /**
- * This module's own JavaScript file: the worker side ({@link runPreparation})
- * lives here, so piscina loads it by path. Loaded from TypeScript sources (as
- * the tests do), it is the compiled `dist/driver.js`: build first.
+ * @internal The worker side's JavaScript file, `dist/driver/worker.js`, which
+ * piscina loads by path in each thread. Loaded from the TypeScript sources (as
+ * the tests do), this module still points at the compiled file: build first.
  */
-const ENTRY = ((): string => {
+export const WORKER_FILENAME = ((): string => {
   const here = fileURLToPath(import.meta.url);
-  return here.endsWith('.ts') ? join(dirname(here), '..', 'dist', 'driver.js') : here;
+  return here.endsWith('.ts') ? join(dirname(here), '..', '..', 'dist', 'driver', 'worker.js') : join(dirname(here), 'worker.js');
 })();
-const ENTRY_NAME = 'runPreparation';
 
 /**
  * Drives a {@link WaitCoordinator}'s units through a pool of worker_threads
@@ -287,7 +233,7 @@ export class PreparationDriver {
     if (!Number.isSafeInteger(maxThreads) || maxThreads < Math.max(1, minThreads)) {
       throw invalidArgument('worker.maxThreads', `an integer >= max(1, minThreads = ${minThreads})`, maxThreads);
     }
-    this.#pool = new Piscina<Envelope, WorkerReply>({ filename: ENTRY, name: ENTRY_NAME, minThreads, maxThreads, ...rest });
+    this.#pool = new Piscina<Envelope, WorkerReply>({ filename: WORKER_FILENAME, name: WORKER_EXPORT, minThreads, maxThreads, ...rest });
     // Without a listener an idle worker's death would be an uncaught 'error'.
     // The pool replaces the worker; no unit was running on it.
     this.#pool.on('error', () => {
@@ -391,7 +337,7 @@ export class PreparationDriver {
   }
 
   #start(work: IssuedWorkTicket, grant: ResourceGrant): void {
-    const flag = new Int32Array(new SharedArrayBuffer(2 * Int32Array.BYTES_PER_ELEMENT));
+    const flag = new Int32Array(new SharedArrayBuffer(FLAG_WORDS * Int32Array.BYTES_PER_ELEMENT));
     const unit: Unit = {
       work,
       grant,
@@ -440,7 +386,7 @@ export class PreparationDriver {
       this.#report(unit, 'succeeded', null, reply.value);
     } else if (reply !== null) {
       this.#stats.failed++;
-      const cause = revive(reply.error);
+      const cause = reviveError(reply.error);
       this.#report(unit, 'failed', new WaitprepError('ERR_PREPARE_FAILED', `prepare() failed for unit ${unit.work.id}: ${cause.message}`, { cause }), undefined);
     } else if (this.#forcing) {
       this.#stats.closed++;
@@ -488,129 +434,25 @@ export class PreparationDriver {
   }
 }
 
-/**
- * @internal The worker side, run by piscina in a worker thread: loads the
- * user's module, bridges the shared flag to an AbortSignal, runs `prepare`.
- * A `prepare` that throws is an answer (`ok: false`); a module that cannot be
- * loaded, or does not export a function, rejects: the unit counts as crashed.
- */
-export async function runPreparation(envelope: Envelope): Promise<WorkerReply> {
-  const { module, flag, task } = envelope;
-  Atomics.store(flag, THREAD, threadId);
-  const prepare = await loadPrepare(module);
-  // Asked to stop before it started (it waited in the pool's queue): the first safe boundary is now.
-  if (Atomics.load(flag, STATE) !== RUNNING) return { ok: false, error: remoteError(stopReason(Atomics.load(flag, STATE), task.id)) };
-  const controller = new AbortController();
-  /** Fires the signal once the flag is set; true when it is. */
-  const fire = (): boolean => {
-    const state = Atomics.load(flag, STATE);
-    if (state === RUNNING) return false;
-    if (!controller.signal.aborted) controller.abort(stopReason(state, task.id));
-    return true;
-  };
-  // aborted() fires the signal itself, so `aborted() === true` implies `signal.aborted`
-  // even before the waitAsync below has had an event-loop turn to notice.
-  const aborted = fire;
-  const waiting = (Atomics as unknown as AtomicsWaitAsync).waitAsync(flag, STATE, RUNNING);
-  if (waiting.async) void waiting.value.then(fire);
-  else fire();
-  try {
-    const value: unknown = await prepare(task, Object.freeze({ signal: controller.signal, aborted }));
-    if (value !== undefined && value !== null && (typeof value === 'object' || typeof value === 'function')) {
-      try {
-        structuredClone(value);
-      } catch (error) {
-        return { ok: false, error: remoteError(new TypeError(`prepare() resolved to a value that cannot cross threads: ${(error as Error).message}`)) };
-      }
-    }
-    return { ok: true, value };
-  } catch (error) {
-    return { ok: false, error: remoteError(error) };
-  } finally {
-    // Wake our own waitAsync so no waiter outlives the unit; it sees RUNNING (or a late stop) and is done.
-    Atomics.notify(flag, STATE);
-  }
-}
-
-interface AtomicsWaitAsync {
-  waitAsync(array: Int32Array, index: number, value: number): { async: false; value: string } | { async: true; value: Promise<string> };
-}
-
-type PrepareFunction = (task: PreparationTask, context: PrepareContext) => unknown;
-const loaded = new Map<string, Promise<PrepareFunction>>();
-
-function loadPrepare(module: string): Promise<PrepareFunction> {
-  let prepare = loaded.get(module);
-  if (prepare === undefined) {
-    prepare = import(module).then((namespace: { default?: unknown }) => {
-      if (typeof namespace.default !== 'function') {
-        throw new TypeError(`Expected ${module} to export a default function prepare(task, { signal, aborted }), got ${describe(namespace.default)}`);
-      }
-      return namespace.default as PrepareFunction;
-    });
-    loaded.set(module, prepare);
-  }
-  return prepare;
-}
-
-function stopReason(state: number, id: string): DOMException {
-  return state === DEADLINE
-    ? new DOMException(`Unit ${id} ran past its deadline; stop at a safe boundary`, 'TimeoutError')
-    : new DOMException(`Every consumer of unit ${id} left; stop at a safe boundary`, 'AbortError');
-}
-
-function remoteError(error: unknown): RemoteError {
-  try {
-    if (isObject(error) && typeof error.message === 'string') {
-      const out: RemoteError = { name: typeof error.name === 'string' ? error.name : 'Error', message: error.message };
-      if (typeof error.stack === 'string') out.stack = error.stack;
-      if (typeof error.code === 'string') out.code = error.code;
-      return out;
-    }
-    return { name: 'Error', message: `prepare() threw a non-error: ${describe(error)}` };
-  } catch {
-    return { name: 'Error', message: 'prepare() threw something that could not be described' };
-  }
-}
-
-function revive(remote: RemoteError): Error & { code?: string } {
-  const error: Error & { code?: string } = new Error(remote.message);
-  error.name = remote.name;
-  if (remote.stack !== undefined) error.stack = remote.stack;
-  if (remote.code !== undefined) error.code = remote.code;
-  return error;
-}
-
 /** Asks the worker to stop: the first reason sticks. */
 function raise(flag: Int32Array, state: number): void {
   if (Atomics.compareExchange(flag, STATE, RUNNING, state) === RUNNING) Atomics.notify(flag, STATE);
 }
 
-/** Plain data of a unit for the worker: everything `artifactKey()` needs, and no class instances. */
+/**
+ * Plain data of a unit for the worker, no class instances. The key goes in
+ * both forms, each made here once: the worker side itself needs neither (it
+ * passes the task through and never rebuilds a key, which would put key.ts
+ * and a SHA-256 per unit on every worker thread); `prepare` reads fields from
+ * the plain form, and forwards or decodes the wire form when it needs a key.
+ */
 function taskOf(work: IssuedWorkTicket): PreparationTask {
   const { key, target } = work;
-  const source = key.source;
   return {
     id: work.id,
     keyHex: key.hex,
-    key: {
-      source: {
-        snapshotKind: source.snapshotKind,
-        runtime: source.runtime,
-        model: source.model,
-        adapter: source.adapter,
-        profile: source.profile,
-        positionPolicy: source.positionPolicy,
-        task: source.task,
-        namespace: source.namespace,
-        tokenLayout: key.tokenLayout(),
-        extra: { ...source.extra },
-      },
-      sourcePageGeneration: key.sourcePageGeneration,
-      codec: key.codec,
-      codecConfig: key.codecConfig,
-      representationVersion: key.representationVersion,
-    },
+    key: key.toFields(),
+    keyBytes: key.toBytes(),
     readiness: work.readiness,
     target: target === null ? null : { device: target.device, arena: BigInt(target.arena), arenaGeneration: BigInt(target.arenaGeneration) },
     grant: { worker: work.grant.worker, grant: work.grant.grant },

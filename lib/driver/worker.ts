@@ -1,0 +1,80 @@
+// The worker side of a PreparationDriver: the module piscina loads in each of
+// the pool's worker threads (the driver points piscina's `filename` at this
+// file's compiled dist/driver/worker.js). It runs on worker threads only, and
+// imports only the protocol and errors: nothing here touches the coordinator,
+// and the key arrives as plain data the user's `prepare` reads as it needs.
+import { threadId } from 'node:worker_threads';
+import { describe } from '../errors.js';
+import { RUNNING, DEADLINE, STATE, THREAD, toRemoteError, type Envelope, type PrepareContext, type PreparationTask, type WorkerReply } from './protocol.js';
+
+/**
+ * @internal Piscina's entry (`WORKER_EXPORT`): loads the user's module,
+ * bridges the shared flag to an AbortSignal, runs `prepare`. A `prepare` that
+ * throws is an answer (`ok: false`); a module that cannot be loaded, or does
+ * not export a function, rejects: the unit counts as crashed.
+ */
+export async function runPreparation(envelope: Envelope): Promise<WorkerReply> {
+  const { module, flag, task } = envelope;
+  Atomics.store(flag, THREAD, threadId);
+  const prepare = await loadPrepare(module);
+  // Asked to stop before it started (it waited in the pool's queue): the first safe boundary is now.
+  if (Atomics.load(flag, STATE) !== RUNNING) return { ok: false, error: toRemoteError(stopReason(Atomics.load(flag, STATE), task.id)) };
+  const controller = new AbortController();
+  /** Fires the signal once the flag is set; true when it is. */
+  const fire = (): boolean => {
+    const state = Atomics.load(flag, STATE);
+    if (state === RUNNING) return false;
+    if (!controller.signal.aborted) controller.abort(stopReason(state, task.id));
+    return true;
+  };
+  // aborted() fires the signal itself, so `aborted() === true` implies `signal.aborted`
+  // even before the waitAsync below has had an event-loop turn to notice.
+  const aborted = fire;
+  const waiting = (Atomics as unknown as AtomicsWaitAsync).waitAsync(flag, STATE, RUNNING);
+  if (waiting.async) void waiting.value.then(fire);
+  else fire();
+  try {
+    const value: unknown = await prepare(task, Object.freeze({ signal: controller.signal, aborted }));
+    if (value !== undefined && value !== null && (typeof value === 'object' || typeof value === 'function')) {
+      try {
+        structuredClone(value);
+      } catch (error) {
+        return { ok: false, error: toRemoteError(new TypeError(`prepare() resolved to a value that cannot cross threads: ${(error as Error).message}`)) };
+      }
+    }
+    return { ok: true, value };
+  } catch (error) {
+    return { ok: false, error: toRemoteError(error) };
+  } finally {
+    // Wake our own waitAsync so no waiter outlives the unit; it sees RUNNING (or a late stop) and is done.
+    Atomics.notify(flag, STATE);
+  }
+}
+
+interface AtomicsWaitAsync {
+  waitAsync(array: Int32Array, index: number, value: number): { async: false; value: string } | { async: true; value: Promise<string> };
+}
+
+type PrepareFunction = (task: PreparationTask, context: PrepareContext) => unknown;
+/** One import per module per thread: a thread runs many units. */
+const loaded = new Map<string, Promise<PrepareFunction>>();
+
+function loadPrepare(module: string): Promise<PrepareFunction> {
+  let prepare = loaded.get(module);
+  if (prepare === undefined) {
+    prepare = import(module).then((namespace: { default?: unknown }) => {
+      if (typeof namespace.default !== 'function') {
+        throw new TypeError(`Expected ${module} to export a default function prepare(task, { signal, aborted }), got ${describe(namespace.default)}`);
+      }
+      return namespace.default as PrepareFunction;
+    });
+    loaded.set(module, prepare);
+  }
+  return prepare;
+}
+
+function stopReason(state: number, id: string): DOMException {
+  return state === DEADLINE
+    ? new DOMException(`Unit ${id} ran past its deadline; stop at a safe boundary`, 'TimeoutError')
+    : new DOMException(`Every consumer of unit ${id} left; stop at a safe boundary`, 'AbortError');
+}
