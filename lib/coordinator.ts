@@ -20,13 +20,9 @@ import {
   type WaitMessage,
   type WakeMessage,
 } from './diagnostics.js';
-import {
-  checkConsumer,
-  grantRequired,
-  isObject,
-  nonNegativeInteger,
-  normalizeTarget,
-} from './internal/validate.js';
+import { normalizeTarget } from './device-target.js';
+import { isObject, nonEmptyString, nonNegativeInteger, rejectUnknownOptions } from './internal/validate.js';
+import { MISS } from './miss-reasons.js';
 import type {
   ArtifactBackend,
   Consumer,
@@ -158,7 +154,7 @@ interface WaitRecord {
   demand: Demand | null;
 }
 
-const OPTION_NAMES = new Set(['backend', 'maxQueued', 'maxWaiting', 'historyLimit', 'now']);
+const OPTION_NAMES: ReadonlySet<keyof WaitCoordinatorOptions> = new Set(['backend', 'maxQueued', 'maxWaiting', 'historyLimit', 'now']);
 
 /** Base-36 digits that spell a slab index inside a ticket. */
 const INDEX_DIGITS = 6;
@@ -178,9 +174,6 @@ function rejected(reason: string): WaitAdmission {
 function overloaded(reason: string): WaitAdmission {
   return Object.freeze({ status: 'overloaded', reason });
 }
-function miss(reason: string): Miss {
-  return Object.freeze({ kind: 'miss', reason });
-}
 const REJECT_SHUTDOWN = rejected('shutdown');
 const REJECT_STALE_GENERATION = rejected('stale-generation');
 const REJECT_PERSISTED = rejected('persisted-not-ready');
@@ -189,17 +182,12 @@ const REJECT_MISSING_TARGET = rejected('missing-target');
 const REJECT_INVALID_TARGET = rejected('invalid-target');
 const OVERLOAD_QUEUE = overloaded('queue-full');
 const OVERLOAD_WAITING = overloaded('too-many-waiting');
-const MISS_STALE = miss('stale-ticket');
-const MISS_BACKEND_ERROR = miss('backend-error');
-const MISS_IDENTITY = miss('identity-mismatch');
-const MISS_READINESS = miss('readiness-mismatch');
-/** Frozen misses by reason, shared so a wake allocates none for the reasons a backend usually gives. */
-const MISSES = new Map<string, Miss>(
-  [MISS_STALE, MISS_BACKEND_ERROR, MISS_IDENTITY, MISS_READINESS, ...[
-    'absent', 'preparing', 'evicting', 'contended', 'no-device-record', 'device-mismatch',
-    'arena-generation-mismatch', 'device-write-incomplete', 'invalid-target', 'table-closed',
-  ].map(miss)].map((m) => [m.reason, m]),
-);
+const MISS_STALE = MISS['stale-ticket'];
+const MISS_BACKEND_ERROR = MISS['backend-error'];
+const MISS_IDENTITY = MISS['identity-mismatch'];
+const MISS_READINESS = MISS['readiness-mismatch'];
+/** The shared frozen misses by reason, so a wake allocates none for a reason waitprep gives. */
+const MISSES = new Map<string, Miss>(Object.entries(MISS));
 /** Distinct miss reasons counted by name; a bound, since a backend chooses the strings. */
 const MAX_MISS_REASONS = 64;
 
@@ -277,9 +265,7 @@ export class WaitCoordinator {
       throw invalidArgument('options.backend', 'an ArtifactBackend with a tryPinReady(key, consumer, want) method', backend);
     }
     this.#backend = backend;
-    for (const name of Object.keys(options)) {
-      if (!OPTION_NAMES.has(name)) throw invalidArgument(`options.${name}`, `absent (known options: ${[...OPTION_NAMES].join(', ')})`, options[name as keyof WaitCoordinatorOptions]);
-    }
+    rejectUnknownOptions(options, OPTION_NAMES, 'options');
     this.#maxQueued = nonNegativeInteger('options.maxQueued', options.maxQueued);
     this.#maxWaiting = nonNegativeInteger('options.maxWaiting', options.maxWaiting);
     if (this.#maxWaiting > MAX_WAITING_LIMIT) {
@@ -637,7 +623,7 @@ export class WaitCoordinator {
   #miss(reason: string): Miss {
     const counted = this.#misses.has(reason) || this.#misses.size < MAX_MISS_REASONS ? reason : 'other';
     this.#misses.set(counted, (this.#misses.get(counted) ?? 0) + 1);
-    return MISSES.get(reason) ?? miss(reason);
+    return MISSES.get(reason) ?? Object.freeze({ kind: 'miss', reason });
   }
 
   #createDemand(id: string, key: ArtifactKey, want: ReadinessRequest): Demand {
@@ -830,6 +816,26 @@ function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, co
     owner.request === consumer.request &&
     owner.generation === consumer.generation;
   return wellFormed ? null : MISS_BACKEND_ERROR.reason;
+}
+
+/** A frozen copy of a consumer, or `ERR_INVALID_ARGUMENT` naming the bad field. */
+function checkConsumer(value: unknown): Consumer {
+  if (!isObject(value)) throw invalidArgument('consumer', 'an object { engine, request, generation }', value);
+  return Object.freeze({
+    engine: nonEmptyString('consumer.engine', value.engine),
+    request: nonEmptyString('consumer.request', value.request),
+    generation: nonNegativeInteger('consumer.generation', value.generation),
+  });
+}
+
+/** `beginNext` without a well-formed grant: the error names what came. */
+function grantRequired(got: unknown): WaitprepError {
+  return new WaitprepError(
+    'ERR_GRANT_REQUIRED',
+    `beginNext needs the caller's resource-grant assertion { worker: non-empty string, grant: non-empty string }, got ${
+      isObject(got) ? `{ worker: ${JSON.stringify(got.worker)}, grant: ${JSON.stringify(got.grant)} }` : String(got)
+    }`,
+  );
 }
 
 /** Releases a lease the coordinator refuses; its close failing changes nothing here. */

@@ -13,6 +13,7 @@ export {
 } from './key.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
+export type { MissReason } from './miss-reasons.js';
 export {
   PreparationDriver,
   type GrantSource,

@@ -1,6 +1,7 @@
 import { WaitprepError, invalidArgument } from './errors.js';
 import { assertArtifactKey, type ArtifactKey } from './key.js';
-import { normalizeTarget, type NormalizedTarget } from './internal/validate.js';
+import { normalizeTarget, type NormalizedTarget } from './device-target.js';
+import { MISS } from './miss-reasons.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from './types.js';
 
 interface Entry {
@@ -13,15 +14,12 @@ interface Entry {
   device: NormalizedTarget | null;
 }
 
-function miss(reason: string): Miss {
-  return Object.freeze({ kind: 'miss', reason });
-}
-const MISS_ABSENT = miss('absent');
-const MISS_PREPARING = miss('preparing');
-const MISS_NO_DEVICE_RECORD = miss('no-device-record');
-const MISS_DEVICE = miss('device-mismatch');
-const MISS_ARENA_GENERATION = miss('arena-generation-mismatch');
-const MISS_INVALID_TARGET = miss('invalid-target');
+const MISS_ABSENT = MISS.absent;
+const MISS_PREPARING = MISS.preparing;
+const MISS_NO_DEVICE_RECORD = MISS['no-device-record'];
+const MISS_DEVICE = MISS['device-mismatch'];
+const MISS_ARENA_GENERATION = MISS['arena-generation-mismatch'];
+const MISS_INVALID_TARGET = MISS['invalid-target'];
 const NO_META: Readonly<Record<string, unknown>> = Object.freeze({});
 
 class MemoryLease implements Lease {

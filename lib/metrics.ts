@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
 import { WaitprepError, describe, invalidArgument } from './errors.js';
-import { isObject } from './internal/validate.js';
+import { isObject, rejectUnknownOptions } from './internal/validate.js';
 import { summarizeInspection, type TableInspection, type TableSummary } from './lease-table/inspect.js';
 import type { WaitCoordinator } from './coordinator.js';
 import type { CoordinatorStats } from './types.js';
@@ -49,6 +49,7 @@ type Metric = (PromClient.Counter | PromClient.Gauge) & { readonly name: string 
 /** A metric's series for one reading: extra labels (beyond the registration's) and a value. */
 type Reading = Array<[Labels, number]>;
 
+const OPTION_NAMES: ReadonlySet<keyof RegisterMetricsOptions> = new Set(['registry', 'table', 'labels']);
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const NO_LABELS: Labels = Object.freeze({});
 
@@ -254,11 +255,7 @@ export function registerMetrics(coordinator: StatsSource, options: RegisterMetri
     throw invalidArgument('coordinator', 'a WaitCoordinator (an object with stats())', coordinator);
   }
   if (!isObject(options)) throw invalidArgument('options', 'an object { registry, table?, labels? }', options);
-  for (const name of Object.keys(options)) {
-    if (name !== 'registry' && name !== 'table' && name !== 'labels') {
-      throw invalidArgument(`options.${name}`, 'absent (known options: registry, table, labels)', options[name as keyof RegisterMetricsOptions]);
-    }
-  }
+  rejectUnknownOptions(options, OPTION_NAMES, 'options');
   const { registry, table, labels: given } = options;
   if (!isObject(registry) || typeof registry.registerMetric !== 'function' ||
       typeof registry.getSingleMetric !== 'function' || typeof registry.removeSingleMetric !== 'function') {

@@ -7,20 +7,34 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 
-import { LAYOUT } from './lease-table/layout.js';
+import { LAYOUT, STATUS } from './lease-table/layout.js';
 import type { NativeTableAddon } from './lease-table/native-handle.js';
 
 /** What the addon exports. */
 export type NativeAddon = NativeTableAddon;
 
 /**
- * The addon's layout constants must equal the JavaScript mirror's, or the two
- * implementations would read each other's segments differently. A mismatch
- * keeps the addon out (the fallback is used) and says which constant differs.
+ * The addon's layout constants and status codes must equal the JavaScript
+ * mirror's, or the two implementations would read each other's segments
+ * differently, and a status would mean one thing in C and another here (a
+ * miss reported under the wrong reason, an error taken for a miss). Every
+ * status the addon reports must be one JavaScript knows by the same number,
+ * and every status JavaScript knows must be in the addon. A mismatch keeps
+ * the addon out (the fallback is used) and says which constant or status
+ * differs. Exported for test/native-loading.test.ts.
  */
-function layoutMismatch(addon: NativeAddon): string | null {
+export function layoutMismatch(addon: Pick<NativeAddon, 'layout' | 'statuses'>): string | null {
   for (const [name, value] of Object.entries(LAYOUT)) {
     if (addon.layout?.[name] !== value) return `${name} is ${addon.layout?.[name]} in the addon, ${value} in JavaScript`;
+  }
+  const statuses: Readonly<Record<string, number>> | undefined = addon.statuses;
+  if (typeof statuses !== 'object' || statuses === null) return 'the addon reports no status table';
+  for (const [name, value] of Object.entries(STATUS)) {
+    const native = statuses[`WP_${name}`];
+    if (native !== value) return `status WP_${name} is ${native ?? 'missing'} in the addon, ${value} in JavaScript`;
+  }
+  for (const [name, value] of Object.entries(statuses)) {
+    if (!name.startsWith('WP_') || !Object.hasOwn(STATUS, name.slice(3))) return `status ${name} is ${value} in the addon, missing in JavaScript`;
   }
   return null;
 }

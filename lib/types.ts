@@ -31,7 +31,11 @@ export type Readiness = 'host' | 'device';
 /** A miss: the engine takes its original path. `reason` names why. */
 export interface Miss {
   readonly kind: 'miss';
-  /** Why, e.g. `absent`, `preparing`, `stale-ticket`, `backend-error`. */
+  /**
+   * Why, e.g. `absent`, `preparing`, `stale-ticket`, `backend-error`: the type
+   * `MissReason` (lib/miss-reasons.ts) lists every reason waitprep gives; a
+   * custom backend may give its own.
+   */
   readonly reason: string;
 }
 

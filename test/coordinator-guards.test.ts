@@ -225,6 +225,16 @@ describe('WaitCoordinator: bad input is an error, never silently accepted', () =
       expect(coord.stats()).toMatchObject({ waiting: 0, queued: 0, historySize: 0 });
     });
 
+    it('rejects an unknown option, naming it, the known ones and what came', () => {
+      expect(() => new WaitCoordinator({ backend, maxQueued: 1, maxWaiting: 1, historyLimit: 1, maxInFlight: 2 } as never)).toThrow(
+        expect.objectContaining({
+          code: 'ERR_INVALID_ARGUMENT',
+          field: 'options.maxInFlight',
+          message: 'Expected `options.maxInFlight` to be absent (unknown option; known options: backend, maxQueued, maxWaiting, historyLimit, now), got 2 (number)',
+        }),
+      );
+    });
+
     it('names the offending field', () => {
       try {
         new WaitCoordinator({ backend, maxQueued: -1, maxWaiting: 1, historyLimit: 1 });

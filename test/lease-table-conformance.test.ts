@@ -22,6 +22,7 @@ import {
 } from '../lib/index.js';
 import { CLI, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET, EXCHANGE, HDR, LAYOUT, MAX_CAPACITY, PROBE_WINDOW, SLOT, SLOT_SIZE, SLOTS_OFFSET, STATUS, WP_ABI_VERSION, WP_MAGIC, segmentSize } from '../lib/lease-table/layout.js';
 import { summarizeInspection } from '../lib/lease-table/inspect.js';
+import { MISS, MISS_BY_STATUS, MISS_REASONS, TABLE_MISS_REASON } from '../lib/miss-reasons.js';
 import { nativeAddon } from '../lib/native.js';
 import { TARGET_A, consumer, makeKey, withBackend } from './helpers.js';
 
@@ -1201,6 +1202,10 @@ if (nativeAddon !== null) {
       }
     });
 
+    it('the addon’s status table is STATUS, name for name and number for number', () => {
+      expect(addon.statuses).toEqual(Object.fromEntries(Object.entries(STATUS).map(([name, value]) => [`WP_${name}`, value])));
+    });
+
     it('the addon refuses an exchange buffer shorter than EXCHANGE.WORDS, creating nothing', () => {
       const name = uniqueName('exchange');
       nativeNames.add(name);
@@ -1495,5 +1500,31 @@ describe('js fallback: corrupt buffers', () => {
       'ERR_INVALID_ARGUMENT',
     );
     expect(error.field).toBe('options.buffer');
+  });
+});
+
+describe('miss reasons', () => {
+  it('the table’s are named after its MISS_ statuses', () => {
+    expect(TABLE_MISS_REASON).toEqual({
+      [STATUS.MISS_ABSENT]: 'absent',
+      [STATUS.MISS_PREPARING]: 'preparing',
+      [STATUS.MISS_EVICTING]: 'evicting',
+      [STATUS.MISS_CONTENDED]: 'contended',
+      [STATUS.MISS_NO_DEVICE_RECORD]: 'no-device-record',
+      [STATUS.MISS_DEVICE_MISMATCH]: 'device-mismatch',
+      [STATUS.MISS_ARENA_GENERATION_MISMATCH]: 'arena-generation-mismatch',
+      [STATUS.MISS_DEVICE_WRITE_INCOMPLETE]: 'device-write-incomplete',
+    });
+  });
+
+  it('every reason has one shared frozen miss, and the wake path’s array reads each miss status’s own', () => {
+    expect(new Set(MISS_REASONS).size).toBe(MISS_REASONS.length);
+    for (const reason of MISS_REASONS) {
+      expect(MISS[reason]).toEqual({ kind: 'miss', reason });
+      expect(Object.isFrozen(MISS[reason])).toBe(true);
+    }
+    for (const [status, reason] of Object.entries(TABLE_MISS_REASON)) expect(MISS_BY_STATUS[Number(status)]).toBe(MISS[reason]);
+    expect(MISS_BY_STATUS[STATUS.OK]).toBe(MISS.contended);
+    expect(MISS_BY_STATUS.length).toBe(STATUS.MISS_DEVICE_WRITE_INCOMPLETE + 1);
   });
 });

@@ -172,6 +172,9 @@ describe('registerMetrics: coordinator metrics', () => {
     expect(code(() => registerMetrics(coord, { registry: {} as never }))).toEqual(['ERR_INVALID_ARGUMENT', 'options.registry']);
     expect(code(() => registerMetrics(coord, { registry, table: {} as never }))).toEqual(['ERR_INVALID_ARGUMENT', 'options.table']);
     expect(code(() => registerMetrics(coord, { registry, prefix: 'x' } as never))).toEqual(['ERR_INVALID_ARGUMENT', 'options.prefix']);
+    expect(() => registerMetrics(coord, { registry, prefix: 'x' } as never)).toThrow(
+      'Expected `options.prefix` to be absent (unknown option; known options: registry, table, labels), got "x" (string)',
+    );
     expect(code(() => registerMetrics(coord, { registry, labels: { status: 'x' } }))).toEqual(['ERR_INVALID_ARGUMENT', 'options.labels.status']);
     expect(code(() => registerMetrics(coord, { registry, labels: { 'bad-name': 'x' } }))).toEqual(['ERR_INVALID_ARGUMENT', 'options.labels.bad-name']);
     expect(code(() => registerMetrics(coord, { registry, labels: { engine: 1 as never } }))).toEqual(['ERR_INVALID_ARGUMENT', 'options.labels.engine']);

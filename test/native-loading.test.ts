@@ -2,18 +2,21 @@
 // loader says which implementation it chose and why, and a switch forces the
 // JavaScript fallback.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { implementation, implementationReason, nativeLibraryPath, nativeLoadError } from '../lib/index.js';
+import { LAYOUT, STATUS } from '../lib/lease-table/layout.js';
+import { layoutMismatch } from '../lib/native.js';
 
 const root = join(import.meta.dirname, '..');
 
-function loadIn(dir: string, env: NodeJS.ProcessEnv = {}): { implementation: string; reason: string; error: string | null } {
+/** Imports the package built in `dir` in a child, after the CommonJS `preload` script if given. */
+function loadIn(dir: string, env: NodeJS.ProcessEnv = {}, preload?: string): { implementation: string; reason: string; error: string | null } {
   const out = execFileSync(
     process.execPath,
-    ['--input-type=module', '-e', `
+    [...(preload === undefined ? [] : ['--require', preload]), '--input-type=module', '-e', `
       const m = await import(${JSON.stringify(join(dir, 'dist', 'index.js'))});
       console.log(JSON.stringify({ implementation: m.implementation, reason: m.implementationReason,
         error: m.nativeLoadError ? m.nativeLoadError.message : null }));`],
@@ -53,6 +56,42 @@ describe('native loading', () => {
     expect(loaded.implementation).toBe('js');
     expect(loaded.reason).toMatch(/did not load/);
     expect(loaded.error).toMatch(/No native build was found/);
+  });
+
+  it.runIf(implementation === 'native')('an addon with a renumbered status is kept out, with a reason that names the status', () => {
+    // Loaded before the package: the addon's exports are cached, so the package's load sees this table.
+    const preload = join(scratch, 'renumber-status.cjs');
+    writeFileSync(preload, `
+      const addon = require(${JSON.stringify(join(root, 'node_modules', 'node-gyp-build'))})(${JSON.stringify(root)});
+      addon.statuses.WP_MISS_EVICTING = 9;`);
+    const loaded = loadIn(root, {}, preload);
+    expect(loaded.implementation).toBe('js');
+    expect(loaded.reason).toBe(
+      'waitprep addon layout differs from the JavaScript layout: status WP_MISS_EVICTING is 9 in the addon, 3 in JavaScript; using the JavaScript fallback',
+    );
+    expect(loaded.error).toMatch(/WP_MISS_EVICTING/);
+  });
+
+  describe('the layout check covers every status', () => {
+    const statuses = Object.fromEntries(Object.entries(STATUS).map(([name, value]) => [`WP_${name}`, value]));
+    const check = (table: unknown) => layoutMismatch({ layout: LAYOUT, statuses: table as Record<string, number> });
+
+    it('passes the header’s table', () => {
+      expect(check(statuses)).toBeNull();
+    });
+    it('names a renumbered status', () => {
+      expect(check({ ...statuses, WP_STALE: 25 })).toBe('status WP_STALE is 25 in the addon, 24 in JavaScript');
+    });
+    it('names a status the addon lacks', () => {
+      const { WP_MISS_CONTENDED: _, ...fewer } = statuses;
+      expect(check(fewer)).toBe('status WP_MISS_CONTENDED is missing in the addon, 4 in JavaScript');
+    });
+    it('names a status JavaScript lacks', () => {
+      expect(check({ ...statuses, WP_MISS_NEW: 9 })).toBe('status WP_MISS_NEW is 9 in the addon, missing in JavaScript');
+    });
+    it('refuses an addon without a status table', () => {
+      expect(check(undefined)).toBe('the addon reports no status table');
+    });
   });
 
   it('the install step succeeds with no compiler or build tool at all', () => {

@@ -11,6 +11,7 @@ import {
   type ArtifactKeyFields,
   type LeaseTable,
 } from '../lib/index.js';
+import { TABLE_MISS_REASON } from '../lib/miss-reasons.js';
 import { TARGET_A, TARGET_B } from './helpers.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -211,6 +212,27 @@ describe.runIf(hasPython && implementation === 'native' && libPath !== null)('Py
     table.close();
     table = null;
     expect(unlinkLeaseTable(name)).toBe(true);
+  });
+
+  it('the wrapper checks its status numbers against the library at load, and names a renumbered one', () => {
+    const script = [
+      'import json, waitprep_table as t',
+      'lib = t.load()',
+      'spell = lambda status: t.status_name(lib, status)',
+      'renumbered = dict(t.STATUS, WP_MISS_EVICTING=9)',
+      'print(json.dumps({"loaded": t.status_mismatch(spell), "renumbered": t.status_mismatch(spell, renumbered), "reasons": t.MISS_REASON}))',
+    ].join('\n');
+    const run = spawnSync('python3', ['-c', script], {
+      cwd: `${root}examples/python`,
+      env: { ...process.env, WAITPREP_LIB: libPath!, PYTHONDONTWRITEBYTECODE: '1' },
+      encoding: 'utf8',
+    });
+    expect(run.status, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({
+      loaded: null,
+      renumbered: 'status WP_MISS_EVICTING is 9 in this wrapper, but the library spells 9 as WP_UNKNOWN',
+      reasons: Object.fromEntries(Object.entries(TABLE_MISS_REASON)),
+    });
   });
 
   it('a second producer is refused while Python holds the role, and Node may produce after Python exits', async () => {

@@ -39,6 +39,7 @@ __all__ = [
     "device_uuid_bytes",
     "STATUS",
     "MISS_REASON",
+    "status_mismatch",
     "ABI_VERSION",
 ]
 
@@ -73,17 +74,9 @@ STATUS = {
 }
 _S = STATUS
 
-#: wp_try_pin's miss statuses, spelled as the TypeScript side spells a miss's reason.
-MISS_REASON = {
-    _S["WP_MISS_ABSENT"]: "absent",
-    _S["WP_MISS_PREPARING"]: "preparing",
-    _S["WP_MISS_EVICTING"]: "evicting",
-    _S["WP_MISS_CONTENDED"]: "contended",
-    _S["WP_MISS_NO_DEVICE_RECORD"]: "no-device-record",
-    _S["WP_MISS_DEVICE_MISMATCH"]: "device-mismatch",
-    _S["WP_MISS_ARENA_GENERATION_MISMATCH"]: "arena-generation-mismatch",
-    _S["WP_MISS_DEVICE_WRITE_INCOMPLETE"]: "device-write-incomplete",
-}
+#: wp_try_pin's miss statuses by code, named as lib/miss-reasons.ts names them on the Node side:
+#: the status name without WP_MISS_, lowercase, "_" as "-" (WP_MISS_NO_DEVICE_RECORD: "no-device-record").
+MISS_REASON = {code: name[len("WP_MISS_"):].lower().replace("_", "-") for name, code in STATUS.items() if name.startswith("WP_MISS_")}
 
 _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
@@ -221,6 +214,9 @@ def load(path=None):
     version = lib.wp_abi_version()
     if version != ABI_VERSION:
         raise RuntimeError("%s has ABI version %d; this wrapper mirrors version %d" % (path, version, ABI_VERSION))
+    mismatch = status_mismatch(lambda status: status_name(lib, status))
+    if mismatch is not None:
+        raise RuntimeError("%s: %s; STATUS must mirror native/include/waitprep.h" % (path, mismatch))
     _loaded[path] = lib
     return lib
 
@@ -229,6 +225,22 @@ def status_name(lib, status):
     """wp_status_name(status) as a str."""
     raw = lib.wp_status_name(status)
     return raw.decode("ascii", "replace") if raw else "WP_STATUS_%d" % status
+
+
+def status_mismatch(spell, statuses=STATUS):
+    """The first of ``statuses`` the library numbers differently, as a sentence; None when all agree.
+
+    ``spell`` is wp_status_name as a function of the number. The library spells numbers but does
+    not list its statuses, so this checks the direction a caller depends on: every number this
+    wrapper acts on (a miss reason, WP_PINNED, ...) means the same status in the library. A status
+    only the library has needs no check: it reaches Python as a WaitprepError under the library's
+    own name.
+    """
+    for name, status in statuses.items():
+        spelled = spell(status)
+        if spelled != name:
+            return "status %s is %d in this wrapper, but the library spells %d as %s" % (name, status, status, spelled)
+    return None
 
 
 def _fail(lib, what, status):

@@ -1,9 +1,12 @@
-import { WaitprepError, invalidArgument } from '../errors.js';
-import type { Consumer, DeviceTarget } from '../types.js';
+/**
+ * Generic argument checks for every module that takes input from a caller.
+ * Nothing here knows a domain type: consumers, grants and device targets are
+ * checked where they are defined.
+ */
+import { invalidArgument } from '../errors.js';
 
 /** The largest u64. */
 const U64_MAX = (1n << 64n) - 1n;
-const GPU_UUID = /^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null;
@@ -28,16 +31,6 @@ export function nonNegativeInteger(field: string, value: unknown): number {
   return value;
 }
 
-/** A frozen copy of a consumer, or `ERR_INVALID_ARGUMENT` naming the bad field. */
-export function checkConsumer(value: unknown): Consumer {
-  if (!isObject(value)) throw invalidArgument('consumer', 'an object { engine, request, generation }', value);
-  return Object.freeze({
-    engine: nonEmptyString('consumer.engine', value.engine),
-    request: nonEmptyString('consumer.request', value.request),
-    generation: nonNegativeInteger('consumer.generation', value.generation),
-  });
-}
-
 /** A non-negative integer up to 2^64-1 (a safe-integer number or a bigint) as a bigint, else `null`. */
 export function u64OrNull(value: unknown): bigint | null {
   if (typeof value === 'bigint') return value >= 0n && value <= U64_MAX ? value : null;
@@ -45,72 +38,16 @@ export function u64OrNull(value: unknown): bigint | null {
   return null;
 }
 
-export interface NormalizedTarget extends DeviceTarget {
-  readonly device: string;
-  readonly arena: bigint;
-  readonly arenaGeneration: bigint;
-}
-
 /**
- * A device target in one canonical form (lowercase UUID, bigint arena and
- * generation), or `null` when it is malformed. A target this returned before
- * is returned as it is (one WeakSet lookup), so the coordinator's normalized
- * targets cost nothing to check again at the wake.
+ * Throws `ERR_INVALID_ARGUMENT` for the first own key of `options` that is not
+ * in `known`. Its field is `${path}.${name}` (`name` alone when `path` is
+ * empty), and every options object says it the same way:
+ * ``Expected `options.prefix` to be absent (unknown option; known options: registry, table, labels), got "x" (string)``.
  */
-export function normalizeTarget(value: unknown): NormalizedTarget | null {
-  if (!isObject(value)) return null;
-  if (normalized.has(value)) return value as unknown as NormalizedTarget;
-  const { device } = value;
-  if (typeof device !== 'string' || !GPU_UUID.test(device)) return null;
-  const arena = u64OrNull(value.arena);
-  const arenaGeneration = u64OrNull(value.arenaGeneration);
-  if (arena === null || arenaGeneration === null) return null;
-  const target: NormalizedTarget = Object.freeze({ device: 'GPU-' + device.slice(4).toLowerCase(), arena, arenaGeneration });
-  normalized.add(target);
-  return target;
-}
-
-/** The targets normalizeTarget built. */
-const normalized = new WeakSet<object>();
-/** Encoded records of targets seen before, by object: the wake path's lookup. */
-const records = new WeakMap<object, Uint8Array>();
-
-/**
- * A wp_device_record (uuid 16 bytes, arena, arena_generation, write_seq as
- * little-endian u64) for a well-formed target.
- */
-export function deviceRecord(target: NormalizedTarget, writeSeq: bigint): Uint8Array {
-  const out = new Uint8Array(40);
-  const hex = target.device.slice(4).replaceAll('-', '');
-  for (let i = 0; i < 16; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
-  const view = new DataView(out.buffer);
-  view.setBigUint64(16, target.arena, true);
-  view.setBigUint64(24, target.arenaGeneration, true);
-  view.setBigUint64(32, writeSeq, true);
-  return out;
-}
-
-/**
- * The encoded record of a device target (write_seq 0), or `null` when it is
- * malformed. Each target object is validated and encoded once, then found by
- * one WeakMap lookup (the wake path's cost for every later pin against it).
- */
-export function encodedTarget(value: unknown): Uint8Array | null {
-  if (!isObject(value)) return null;
-  const known = records.get(value);
-  if (known !== undefined) return known;
-  const target = normalizeTarget(value);
-  if (target === null) return null;
-  const record = deviceRecord(target, 0n);
-  records.set(value, record);
-  return record;
-}
-
-export function grantRequired(got: unknown): WaitprepError {
-  return new WaitprepError(
-    'ERR_GRANT_REQUIRED',
-    `beginNext needs the caller's resource-grant assertion { worker: non-empty string, grant: non-empty string }, got ${
-      isObject(got) ? `{ worker: ${JSON.stringify(got.worker)}, grant: ${JSON.stringify(got.grant)} }` : String(got)
-    }`,
-  );
+export function rejectUnknownOptions(options: object, known: ReadonlySet<string>, path: string): void {
+  for (const name of Object.keys(options)) {
+    if (known.has(name)) continue;
+    const field = path === '' ? name : `${path}.${name}`;
+    throw invalidArgument(field, `absent (unknown option; known options: ${[...known].join(', ')})`, (options as Record<string, unknown>)[name]);
+  }
 }

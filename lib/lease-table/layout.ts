@@ -1,8 +1,10 @@
 /**
  * The lease table's binary layout and status codes, mirrored from
  * native/include/waitprep.h. The JavaScript fallback uses these directly;
- * at load the addon's own constants are compared with them
- * (lib/native.ts, before the addon is used) so the two can never drift.
+ * at load the addon's own constants (LAYOUT) and its whole status table
+ * (STATUS) are compared with them (lib/native.ts, before the addon is used)
+ * so the two can never drift. Miss reasons are named after the MISS_
+ * statuses (lib/miss-reasons.ts).
  */
 export const WP_ABI_VERSION = 1;
 /** "WAITPREP" read as a little-endian u64. */
@@ -75,18 +77,6 @@ export const STATUS = {
   ERR_EXISTS: 47,
   ERR_NO_MEMORY: 48,
 } as const;
-
-/** Miss reasons by status, as the coordinator and users see them. */
-export const MISS_REASON: Readonly<Record<number, string>> = Object.freeze({
-  [STATUS.MISS_ABSENT]: 'absent',
-  [STATUS.MISS_PREPARING]: 'preparing',
-  [STATUS.MISS_EVICTING]: 'evicting',
-  [STATUS.MISS_CONTENDED]: 'contended',
-  [STATUS.MISS_NO_DEVICE_RECORD]: 'no-device-record',
-  [STATUS.MISS_DEVICE_MISMATCH]: 'device-mismatch',
-  [STATUS.MISS_ARENA_GENERATION_MISMATCH]: 'arena-generation-mismatch',
-  [STATUS.MISS_DEVICE_WRITE_INCOMPLETE]: 'device-write-incomplete',
-});
 
 export function segmentSize(capacity: number): number {
   return HEADER_SIZE + MAX_CLIENTS * CLIENT_SIZE + capacity * SLOT_SIZE;

@@ -7,6 +7,8 @@ const STATUS_INVALID = STATUS.ERR_INVALID_ARGUMENT;
 export interface NativeTableAddon {
   readonly abiVersion: number;
   readonly layout: Readonly<Record<string, number>>;
+  /** Every status code of waitprep.h by name (`WP_OK`, `WP_MISS_ABSENT`, …). */
+  readonly statuses: Readonly<Record<string, number>>;
   /**
    * `exchange`: at least EXCHANGE.WORDS words, kept by the caller. On success also the handle's
    * bound wake-path functions, which read their inputs from `exchange` (layout.ts EXCHANGE).

@@ -1,12 +1,15 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
 import { assertArtifactKey, keyDigestBytes, keyDigestWords, type ArtifactKey } from '../key.js';
-import { deviceRecord, encodedTarget, normalizeTarget, u64OrNull } from '../internal/validate.js';
+import { normalizeTarget } from '../device-target.js';
+import { u64OrNull } from '../internal/validate.js';
+import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
 import { nativeAddon } from '../native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from '../types.js';
 import type { TableHandle } from './handle.js';
 import { inspectSegment, type TableInspection, type TableSummary } from './inspect.js';
 import { openJsHandle } from './js-handle.js';
-import { MAX_CAPACITY, MISS_REASON, STATUS } from './layout.js';
+import { deviceRecord, encodedTarget } from './device-record.js';
+import { MAX_CAPACITY, STATUS } from './layout.js';
 import { openNativeHandle } from './native-handle.js';
 
 /** Options of {@link openLeaseTable}. */
@@ -49,18 +52,11 @@ const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
 const U32_MAX = 0xffff_ffff;
 /** The consumer a lease names when the table is used directly, without a coordinator. */
 const DIRECT: Consumer = Object.freeze({ engine: 'direct', request: 'direct', generation: 0 });
-/** The miss for each miss status, indexed by status (an array: the wake path reads it). Other statuses: contended. */
-const MISSES: readonly Miss[] = (() => {
-  const misses: Miss[] = [];
-  const contended = Object.freeze({ kind: 'miss' as const, reason: MISS_REASON[STATUS.MISS_CONTENDED]! });
-  for (let status = 0; status <= STATUS.MISS_DEVICE_WRITE_INCOMPLETE; status++) {
-    const reason = MISS_REASON[status];
-    misses.push(reason === undefined ? contended : Object.freeze({ kind: 'miss' as const, reason }));
-  }
-  return Object.freeze(misses);
-})();
-const MISS_CLOSED: Miss = Object.freeze({ kind: 'miss', reason: 'table-closed' });
-const MISS_INVALID_TARGET: Miss = Object.freeze({ kind: 'miss', reason: 'invalid-target' });
+/** The shared frozen misses, held in module-local constants as the wake path reads them. */
+const MISSES: readonly Miss[] = MISS_BY_STATUS;
+const MISS_CONTENDED = MISS.contended;
+const MISS_CLOSED = MISS['table-closed'];
+const MISS_INVALID_TARGET = MISS['invalid-target'];
 
 /** Turns a status code into the error a caller sees. */
 function statusError(status: number, what: string): WaitprepError {
@@ -223,7 +219,7 @@ export class LeaseTable {
       if (device === null) return MISS_INVALID_TARGET;
     }
     const status = handle.tryPin(keyDigestBytes(key), device, keyDigestWords(key));
-    if (status !== STATUS.OK) return MISSES[status] ?? MISSES[STATUS.MISS_CONTENDED]!;
+    if (status !== STATUS.OK) return MISSES[status] ?? MISS_CONTENDED;
     return new TableLease(this, key, consumer, want.readiness, this.#halves);
   }
 

@@ -108,31 +108,39 @@ extern "C" {
 #define WP_SLOT_READY 2u
 #define WP_SLOT_EVICTING 3u
 
-/* Status codes: 0 is success; every other outcome has a name (wp_status_name). */
+/* Status codes: 0 is success; every other outcome has a name (wp_status_name). WP_STATUSES
+ * lists each once, by name and number, for what must enumerate them: the enum below and the
+ * Node-API addon's status table, which lib/native.ts compares with lib/lease-table/layout.ts
+ * at load. */
+#define WP_STATUSES(X)                                        \
+  X(WP_OK, 0)                                                 \
+  X(WP_MISS_ABSENT, 1)                                        \
+  X(WP_MISS_PREPARING, 2)                                     \
+  X(WP_MISS_EVICTING, 3)                                      \
+  X(WP_MISS_CONTENDED, 4)                                     \
+  X(WP_MISS_NO_DEVICE_RECORD, 5)                              \
+  X(WP_MISS_DEVICE_MISMATCH, 6)                               \
+  X(WP_MISS_ARENA_GENERATION_MISMATCH, 7)                     \
+  X(WP_MISS_DEVICE_WRITE_INCOMPLETE, 8)                       \
+  X(WP_EXISTS, 20)                                            \
+  X(WP_FULL, 21)                                              \
+  X(WP_PINNED, 22)                                            \
+  X(WP_ABSENT, 23)                                            \
+  X(WP_STALE, 24)                                             \
+  X(WP_ERR_INVALID_ARGUMENT, 40)                              \
+  X(WP_ERR_BAD_SEGMENT, 41)                                   \
+  X(WP_ERR_WRITER_EXISTS, 42)                                 \
+  X(WP_ERR_NOT_PRODUCER, 43)                                  \
+  X(WP_ERR_NO_CLIENT_SLOT, 44)                                \
+  X(WP_ERR_SYSTEM, 45) /* errno says which */                 \
+  X(WP_ERR_NOT_FOUND, 46)                                     \
+  X(WP_ERR_EXISTS, 47)                                        \
+  X(WP_ERR_NO_MEMORY, 48)
+
 enum {
-  WP_OK = 0,
-  WP_MISS_ABSENT = 1,
-  WP_MISS_PREPARING = 2,
-  WP_MISS_EVICTING = 3,
-  WP_MISS_CONTENDED = 4,
-  WP_MISS_NO_DEVICE_RECORD = 5,
-  WP_MISS_DEVICE_MISMATCH = 6,
-  WP_MISS_ARENA_GENERATION_MISMATCH = 7,
-  WP_MISS_DEVICE_WRITE_INCOMPLETE = 8,
-  WP_EXISTS = 20,
-  WP_FULL = 21,
-  WP_PINNED = 22,
-  WP_ABSENT = 23,
-  WP_STALE = 24,
-  WP_ERR_INVALID_ARGUMENT = 40,
-  WP_ERR_BAD_SEGMENT = 41,
-  WP_ERR_WRITER_EXISTS = 42,
-  WP_ERR_NOT_PRODUCER = 43,
-  WP_ERR_NO_CLIENT_SLOT = 44,
-  WP_ERR_SYSTEM = 45, /* errno says which */
-  WP_ERR_NOT_FOUND = 46,
-  WP_ERR_EXISTS = 47,
-  WP_ERR_NO_MEMORY = 48
+#define WP_STATUS_ENUMERATOR(name, value) name = value,
+  WP_STATUSES(WP_STATUS_ENUMERATOR)
+#undef WP_STATUS_ENUMERATOR
 };
 
 typedef struct wp_table wp_table;

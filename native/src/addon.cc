@@ -337,6 +337,16 @@ Napi::Object Layout(Napi::Env env) {
   return o;
 }
 
+// Every status code by name, from the header's one list: lib/native.ts keeps the addon out
+// when a status is missing or numbered differently on the JavaScript side.
+Napi::Object Statuses(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+#define WP_STATUS_ENTRY(name, value) o.Set(#name, Napi::Number::New(env, name));
+  WP_STATUSES(WP_STATUS_ENTRY)
+#undef WP_STATUS_ENTRY
+  return o;
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   auto *instance = new Instance();
   env.SetInstanceData<Instance>(instance);
@@ -345,6 +355,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   });
   exports.Set("abiVersion", Napi::Number::New(env, wp_abi_version()));
   exports.Set("layout", Layout(env));
+  exports.Set("statuses", Statuses(env));
   exports.Set("open", Napi::Function::New(env, Open, "open"));
   exports.Set("close", Napi::Function::New(env, Close, "close"));
   exports.Set("reserve", Napi::Function::New(env, Reserve, "reserve"));
