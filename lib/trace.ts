@@ -7,7 +7,7 @@
  */
 import { WaitprepError, describe, invalidArgument } from './errors.js';
 import { nearestRank } from './internal/stats.js';
-import { isPlainObject } from './internal/validate.js';
+import { isPlainObject, rejectUnknownOptions } from './internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 
 /** The nearest-rank percentile the trace summary uses, for reports over a replay's samples. */
@@ -473,9 +473,7 @@ function micros(seconds: number): number {
 
 function resolveOptions(options: GenerateTraceOptions): Resolved {
   if (!isPlainObject(options)) throw bad('options', 'an object { agents, seconds, seed, ... }', options, '');
-  for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) throw bad(`options.${name}`, `absent (known options: ${[...OPTION_NAMES].join(', ')})`, (options as unknown as Record<string, unknown>)[name], '');
-  }
+  rejectUnknownOptions(options, OPTION_NAMES, 'options');
   const agents = integerIn('options.agents', options.agents, 1, MAX_AGENTS);
   const seconds = positiveNumber('options.seconds', options.seconds);
   if (typeof options.seed !== 'number' || !Number.isSafeInteger(options.seed)) throw bad('options.seed', 'a safe integer', options.seed, '');

@@ -9,7 +9,7 @@ import { Piscina } from 'piscina';
 import { WaitprepError, describe, invalidArgument } from '../errors.js';
 import type { IssuedWorkTicket, WaitCoordinator } from '../coordinator.js';
 import type { ResourceGrant } from '../types.js';
-import { isObject } from '../internal/validate.js';
+import { isObject, rejectUnknownOptions } from '../internal/validate.js';
 import {
   CANCELLED,
   DEADLINE,
@@ -206,9 +206,7 @@ export class PreparationDriver {
 
   constructor(options: PreparationDriverOptions) {
     if (!isObject(options)) throw invalidArgument('options', 'an object { coordinator, grants, worker, … }', options);
-    for (const name of Object.keys(options)) {
-      if (!OPTION_NAMES.has(name)) throw invalidArgument(name, `not set (unknown option; known: ${[...OPTION_NAMES].join(', ')})`, options[name as keyof PreparationDriverOptions]);
-    }
+    rejectUnknownOptions(options, OPTION_NAMES, '');
     const { coordinator, grants, worker, deadlineMs, killOnDeadline, onSettled } = options;
     if (!isObject(coordinator) || typeof coordinator.beginNext !== 'function' || typeof coordinator.complete !== 'function') {
       throw invalidArgument('coordinator', 'a WaitCoordinator', coordinator);
@@ -461,9 +459,7 @@ function taskOf(work: IssuedWorkTicket): PreparationTask {
 
 function moduleUrl(worker: unknown): string {
   if (!isObject(worker)) throw invalidArgument('worker', 'an object { filename, … }', worker);
-  for (const name of Object.keys(worker)) {
-    if (!WORKER_OPTION_NAMES.has(name)) throw invalidArgument(`worker.${name}`, `not set (unknown option; known: ${[...WORKER_OPTION_NAMES].join(', ')})`, worker[name]);
-  }
+  rejectUnknownOptions(worker, WORKER_OPTION_NAMES, 'worker');
   const { filename } = worker;
   if (filename instanceof URL) {
     if (filename.protocol !== 'file:') throw invalidArgument('worker.filename', 'an absolute path or a file: URL', filename.href);
