@@ -1,9 +1,10 @@
 // What the benchmarks share: the key of bench item `i`, and the machine description every
 // figure is recorded with.
 import { cpus } from 'node:os';
+import { artifactKey } from 'waitprep';
 
 /** The artifact key of bench item `i`: distinct for every i below 2^32, small token layout. */
-export function benchKey(artifactKey, i) {
+export function benchKey(i) {
   return artifactKey({
     source: {
       snapshotKind: 'kv-page',

@@ -16,9 +16,10 @@
 // fresh lease object per wake and pins nothing: the figure is the
 // coordinator's own cost, not the lease table's (bench:pin measures that).
 import { execFileSync } from 'node:child_process';
-import { benchEnv, benchKey } from './common.js';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { WaitCoordinator, implementation } from 'waitprep';
+import { benchEnv, benchKey } from './common.js';
 
 const args = process.argv.slice(2);
 const flag = (name) => args.includes(`--${name}`);
@@ -61,7 +62,6 @@ async function main() {
     const median = runs[Math.floor(runs.length / 2)];
     results.push({ waiting, cycle_ns: median.cycle_ns, gc_ns: median.gc_ns, harness_ns: median.harness_ns, bytes_per_waiting: median.bytes_per_waiting, cycles, runs: runs.length });
   }
-  const { implementation } = await import('../dist/index.js');
   const env = benchEnv({ implementation, quick });
   if (json) {
     process.stdout.write(JSON.stringify({ env, results }) + '\n');
@@ -75,10 +75,9 @@ async function main() {
 }
 
 async function measure(waiting, cycles) {
-  const { artifactKey, WaitCoordinator } = await import('../dist/index.js');
   const ring = waiting + RING_SPARE;
   const keys = new Array(ring);
-  for (let i = 0; i < ring; i++) keys[i] = benchKey(artifactKey, i);
+  for (let i = 0; i < ring; i++) keys[i] = benchKey(i);
   // As an orchestrator would, each wait names its consumer with a fresh object.
   const consumer = (i) => ({ engine: 'engine-0', request: `req-${i}`, generation: 0 });
   const tickets = new Array(ring).fill(null);

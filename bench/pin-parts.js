@@ -5,16 +5,15 @@
 // loop, median of 5 runs; run after `npm run build` with the addon built.
 //
 //   node bench/pin-parts.js [--ops 5000000]
-import { artifactKey, openLeaseTable, unlinkLeaseTable } from '../dist/index.js';
-import { nativeAddon } from '../dist/native.js';
-import { EXCHANGE } from '../dist/lease-table/layout.js';
+import { openLeaseTable, unlinkLeaseTable } from 'waitprep';
+import { EXCHANGE } from 'waitprep/layout';
+import { nativeAddon } from 'waitprep/testing';
 import { benchKey } from './common.js';
 
 if (nativeAddon === null) throw new Error('pin-parts needs the native addon (npm run build:native)');
 const at = process.argv.indexOf('--ops');
 const ops = at > 0 ? Number(process.argv[at + 1]) : 5_000_000;
 
-const key = (i) => benchKey(artifactKey, i);
 const name = `waitprep-pin-parts-${process.pid}`;
 const producer = openLeaseTable({ name, role: 'producer', create: { capacity: 1024 }, implementation: 'native' });
 const consumer = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
@@ -22,8 +21,8 @@ const out = new BigUint64Array(EXCHANGE.WORDS);
 const [status, h, pinHost, , unpin] = nativeAddon.open(name, false, 0, 0o600, out);
 try {
   if (status !== 0) throw new Error(`open failed with status ${status}`);
-  const hit = key(0);
-  const absent = key(1);
+  const hit = benchKey(0);
+  const absent = benchKey(1);
   const reservation = producer.reserve(hit);
   producer.publish(reservation, { sizeBytes: 1, location: 2, checksum: 3, codecId: 1, representationVersion: 1 });
   const hitDigest = new Uint8Array(Buffer.from(hit.hex, 'hex'));

@@ -10,8 +10,8 @@
 //
 // An empty table is the cheapest to decode for inspect() (it lists only non-free slots); both
 // calls read every slot, so their time grows with capacity, not with how full the table is.
+import { implementation, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { benchEnv } from './common.js';
-import { implementation, openLeaseTable, unlinkLeaseTable } from '../dist/index.js';
 
 const args = process.argv.slice(2);
 const at = args.indexOf('--capacities');

@@ -1,0 +1,66 @@
+// What bench:pin measures: its cases, how many ops each store runs per clock read and per
+// process, and the keys and table a case is built from (the stores themselves: stores.js). The
+// harness (harness.js), the case process (case.js) and every store read these; nothing here
+// runs a measurement.
+import { fileURLToPath } from 'node:url';
+import { PROBE_WINDOW } from 'waitprep/layout';
+import { homeSlotFor } from 'waitprep/testing';
+import { benchKey } from '../common.js';
+
+/** The entry every fresh process runs: a case process, a contender process, a worker thread. */
+export const ENTRY = fileURLToPath(new URL('../pin.js', import.meta.url));
+
+export const CASES = ['hit', 'miss', 'device-hit', 'contended-2', 'contended-4', 'table-full'];
+
+export const CAPACITY = 1024;
+const HIT_INDEX = 0;
+const ABSENT_INDEX = 1;
+const WINDOW_SEARCH_FROM = 16;
+export const META = Object.freeze({ sizeBytes: 1 << 20, location: 4096, checksum: 0xc0ffee, codecId: 1, representationVersion: 1 });
+export const TARGET = Object.freeze({ device: 'GPU-8f3c2a10-5b7e-4d21-9a6c-0e1f2a3b4c5d', arena: 7, arenaGeneration: 3 });
+export const DEVICE_UUID_HEX = TARGET.device.slice(4).replaceAll('-', '');
+
+/** Ops per clock read, per implementation. */
+const BATCH = { native: 32, js: 32, map: 32, 'c-floor': 256, sqlite: 1, redis: 1 };
+/** Most ops one process measures, per implementation; each measurement also stops after `seconds`. */
+const OPS = {
+  full: { native: 6_400_000, js: 6_400_000, map: 6_400_000, 'c-floor': 51_200_000, sqlite: 100_000, redis: 50_000, seconds: 10 },
+  quick: { native: 320_000, js: 320_000, map: 320_000, 'c-floor': 2_560_000, sqlite: 4_000, redis: 2_000, seconds: 1 },
+};
+
+/** How long one process of `impl` measures: at most `ops` ops in batches of `batch`, at most `seconds`. */
+export function sizesOf(impl, quick) {
+  const mode = quick ? 'quick' : 'full';
+  return { ops: OPS[mode][impl], batch: BATCH[impl], seconds: OPS[mode].seconds };
+}
+
+/** The table's home slot of a key (the fallback's homeSlotFor, the same formula as table.c). */
+export function homeSlot(key, capacity) {
+  return homeSlotFor(Buffer.from(key.hex, 'hex').readUInt32LE(0), capacity);
+}
+
+/** Indexes of PROBE_WINDOW + 1 keys with one home slot: the first 8 fill its window, the last is looked up. */
+function windowKeyIndexes() {
+  const byHome = new Map();
+  for (let i = WINDOW_SEARCH_FROM; ; i++) {
+    const home = homeSlot(benchKey(i), CAPACITY);
+    const list = byHome.get(home) ?? [];
+    byHome.set(home, list);
+    list.push(i);
+    if (list.length === PROBE_WINDOW + 1) return list;
+  }
+}
+
+/**
+ * What a case pins and what it must see. `published` are the key indexes the
+ * store holds READY; `pinIndex` is the key every op looks up; `expect` is the
+ * outcome every op must have ('lease', or a miss because the key is absent).
+ */
+export function fixture(kase) {
+  if (kase === 'miss') return { published: [HIT_INDEX], pinIndex: ABSENT_INDEX, expect: 'absent', device: false };
+  if (kase === 'table-full') {
+    const indexes = windowKeyIndexes();
+    return { published: indexes.slice(0, PROBE_WINDOW), pinIndex: indexes[PROBE_WINDOW], expect: 'absent', device: false };
+  }
+  return { published: [HIT_INDEX], pinIndex: HIT_INDEX, expect: 'lease', device: kase === 'device-hit' };
+}

@@ -1,0 +1,111 @@
+// The lease table as bench:pin builds it for the native, js and c-floor stores: the case process
+// opens the producer and publishes the case's keys into a table of CAPACITY slots (POSIX shared
+// memory for native and c-floor, a SharedArrayBuffer for js); each pinner opens it as a consumer.
+import { createRequire } from 'node:module';
+import { openLeaseTable, unlinkLeaseTable } from 'waitprep';
+import { PROBE_WINDOW } from 'waitprep/layout';
+import { benchKey } from '../common.js';
+import { CAPACITY, META, TARGET, homeSlot } from './cases.js';
+
+/** The package version the figures are recorded against. */
+export const packageVersion = createRequire(import.meta.url)('waitprep/package.json').version;
+
+/**
+ * Opens the producer (`implementation` 'native' or 'js') on `ctx.table` and publishes `published`;
+ * fills in what a consumer needs to open it (`ctx.tableImpl`, the js `ctx.buffer`, and `ctx.slot`,
+ * the slot a hit pins, or -1).
+ */
+export function createTable(ctx, published, implementation) {
+  const producer = openLeaseTable({ name: ctx.table, role: 'producer', create: { capacity: CAPACITY }, implementation });
+  try {
+    const slots = [];
+    for (const key of published) {
+      const reservation = producer.reserve(key);
+      producer.publish(reservation, META);
+      slots.push(reservation.slot);
+      if (ctx.device && producer.recordDeviceWrite(key, { ...TARGET, writeSeq: 1 }) !== 'recorded') throw new Error('recordDeviceWrite did not record');
+    }
+    if (ctx.kase === 'table-full') checkFullWindow(producer, slots, benchKey(ctx.pinIndex));
+    ctx.slot = ctx.expect === 'lease' ? slots[0] : -1;
+    ctx.tableImpl = implementation;
+    if (implementation === 'js') ctx.buffer = producer.sharedBuffer;
+  } catch (error) {
+    producer.close();
+    if (implementation === 'native') unlinkLeaseTable(ctx.table);
+    throw error;
+  }
+  return {
+    local: null,
+    verify() {
+      // Every pin was matched by an unpin: no client holds a pin bit, and each key evicts.
+      const pinned = producer.inspect().slots.filter((s) => s.pinHolders.length > 0);
+      if (pinned.length > 0) throw new Error(`bench miscounted: pins left on slots ${pinned.map((s) => `${s.slot} (clients ${s.pinHolders})`).join(', ')}`);
+      for (const key of published) if (producer.tryEvict(key) !== 'evicted') throw new Error('bench miscounted: a key did not evict after the run');
+    },
+    dispose() {
+      producer.close();
+      if (implementation === 'native') unlinkLeaseTable(ctx.table);
+    },
+  };
+}
+
+/** The table-full case must really be the worst case: 8 slots of one window taken, the looked-up key's home is its start. */
+function checkFullWindow(producer, slots, absentKey) {
+  const home = homeSlot(absentKey, CAPACITY);
+  const want = Array.from({ length: PROBE_WINDOW }, (_, i) => (home + i) % CAPACITY);
+  if (slots.join() !== want.join()) throw new Error(`table-full: the window keys took slots ${slots}, not ${want}`);
+  try {
+    producer.abandon(producer.reserve(absentKey));
+  } catch (error) {
+    if (error.code === 'ERR_TABLE_FULL') return;
+    throw error;
+  }
+  throw new Error('table-full: the probe window still had room');
+}
+
+/** A pinner through the LeaseTable API (`table.tryPin` + `lease.close()`): the native and js stores. */
+export function openTableConsumer(ctx) {
+  const key = benchKey(ctx.pinIndex);
+  const B = ctx.sizes.batch;
+  const expectLease = ctx.expect === 'lease';
+  const table = openLeaseTable({ name: ctx.table, role: 'consumer', implementation: ctx.tableImpl, ...(ctx.buffer ? { buffer: ctx.buffer } : {}) });
+  const want = { readiness: 'device', target: TARGET };
+  let one;
+  if (!expectLease) {
+    one = () => {
+      const r = table.tryPin(key);
+      return r.kind === 'miss' && r.reason === 'absent' ? 1 : 0;
+    };
+  } else if (ctx.device) {
+    one = () => {
+      const r = table.tryPin(key, want);
+      if (r.kind !== 'lease') return 0;
+      r.close();
+      return 1;
+    };
+  } else {
+    one = () => {
+      const r = table.tryPin(key);
+      if (r.kind !== 'lease') return 0;
+      r.close();
+      return 1;
+    };
+  }
+  return {
+    expect: ctx.expect,
+    batch() {
+      let e = 0;
+      for (let i = 0; i < B; i++) e += one();
+      return e;
+    },
+    check() {
+      if (ctx.slot >= 0 && table.clientPins(ctx.slot) !== 0) throw new Error(`bench miscounted: this client still holds ${table.clientPins(ctx.slot)} pins`);
+    },
+    close: () => table.close(),
+  };
+}
+
+/** A table left by a case process that died before it unlinked its own. */
+export function removeLeftTable(table) {
+  unlinkLeaseTable(table);
+}
