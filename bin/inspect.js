@@ -1,23 +1,21 @@
 // `waitprep inspect <table> [--json]` and `waitprep reap <table> [--json]`: an operator's view of
 // a native lease table (POSIX shared memory, /dev/shm/<table>) and the one repair it allows.
+// This file is the command line only: arguments, the report's shape and wording, exit codes.
 //
 // Both open the table as a consumer, which registers the inspecting process as one more client
 // for as long as it looks (it holds no pin, and its own entry is left out of every report), and
-// close it before exiting. Liveness is judged here, in JavaScript, the way the C core's reaper
-// judges it (native/src/table.c, client_is_dead): a client is dead when /proc/<pid>/stat shows
-// another start time (the pid was reused) or state Z or X, or is missing and kill(pid, 0) says
-// ESRCH. A client registered from another pid namespace is 'other-namespace': its pid means
-// nothing here, and the reaper never touches it either.
+// close it before exiting. Liveness is judgeInspection's (lib/lease-table/liveness.ts, the
+// rule of the C core's reaper), shown as 'alive', 'dead', 'other-namespace' (a client this
+// process cannot judge: another pid or time namespace, or our own namespace unknown; no reap
+// from here touches it) or 'unknown' (a reap by an unregistered reaper, never taken over).
 //
 // Exit codes (also in `waitprep help` and docs/operations.md):
 //   0 healthy (reap: done)   1 pins held by dead clients, or a dead producer: needs a reap
 //   2 usage error            3 no such table
 //   4 not a lease table of this ABI (ERR_BAD_SEGMENT)   5 any other error (addon not loaded, …)
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import { implementationReason, openLeaseTable } from '../dist/index.js';
-import { HDR, WP_ABI_VERSION, WP_MAGIC } from '../dist/lease-table/layout.js';
-import { summarizeInspection } from '../dist/lease-table/inspect.js';
-import { clientIsDead, selfIdentity } from '../dist/lease-table/liveness.js';
+import { implementationReason, judgeInspection, openLeaseTable, summarizeInspection } from 'waitprep';
+import { HDR, WP_ABI_VERSION, WP_MAGIC } from 'waitprep/layout';
 
 export const EXIT = Object.freeze({ HEALTHY: 0, NEEDS_REAP: 1, USAGE: 2, NOT_FOUND: 3, BAD_SEGMENT: 4, ERROR: 5 });
 
@@ -107,36 +105,19 @@ function openForOperator(command, name) {
   }
 }
 
-/**
- * 'alive', 'dead' or 'other-namespace', judged as the core's reaper judges (lib/lease-table/liveness.ts
- * is its JavaScript mirror); 'other-namespace' for everyone when our own namespace is unknown.
- */
-function liveness(client, me) {
-  if (me.pidNs === 0n) return 'other-namespace'; // we cannot judge anyone, and a reap from here reaps nobody
-  // An entry still CLAIMING has not written its start time and namespaces yet: the reaper
-  // then takes "these namespaces" and "any start time", and so does this. Start times compare
-  // only within one time namespace; a pid namespace of 0 is unknown, never judged.
-  const claiming = client.state === 'claiming';
-  if (!claiming && (client.pidNamespace !== me.pidNs || client.timeNamespace !== me.timeNs)) return 'other-namespace';
-  return clientIsDead(client.pid, claiming ? 0n : client.startTime) ? 'dead' : 'alive';
+/** The word the report shows for a verdict: an `unknown` one names why nobody here can judge it. */
+function livenessLabel({ liveness, reason }) {
+  if (liveness !== 'unknown') return liveness;
+  return reason === 'reaper-unregistered' ? 'unknown' : 'other-namespace';
 }
 
 /** The report of one inspection, without the inspector's own client entry. */
 function buildReport(name, table, view) {
   const self = table.clientIndex;
-  const me = selfIdentity();
-  // A REAPING entry is judged by its reaper, as the core does: 'dead' once that client has left
-  // its entry (closed or reaped) or its process died; the next reap takes the work over.
-  const reaperOf = (c) =>
-    view.clients.find((r) => r.index === c.reaper.client && r.state === 'active' && (r.serial & 0x7fff) === c.reaper.serialLow15) ?? null;
-  const clients = view.clients
-    .filter((c) => c.index !== self)
-    .map((c) => {
-      if (c.state !== 'reaping') return { ...c, liveness: liveness(c, me) };
-      if (c.reaper === 'unregistered') return { ...c, reaperPid: null, liveness: 'unknown' }; // never taken over
-      const reaper = reaperOf(c);
-      return { ...c, reaperPid: reaper?.pid ?? null, liveness: reaper === null ? 'dead' : liveness(reaper, me) };
-    });
+  const judged = judgeInspection(view, { exclude: self });
+  // A REAPING entry shows its reaper's pid and is judged by its reaper, as the core does.
+  const clients = judged.clients.map(({ entry, judgement, reaperPid }) =>
+    entry.state === 'reaping' ? { ...entry, reaperPid, liveness: livenessLabel(judgement) } : { ...entry, liveness: livenessLabel(judgement) });
   const byIndex = new Map(clients.map((c) => [c.index, c]));
   const holder = (index) => {
     const c = byIndex.get(index);
@@ -156,17 +137,7 @@ function buildReport(name, table, view) {
       device: s.device,
     };
   });
-  const deadPins = [];
-  const strayPins = [];
-  for (const s of slots) {
-    for (const h of s.pinHolders) {
-      if (h.liveness === 'dead') deadPins.push({ slot: s.slot, client: h.client, pid: h.pid });
-      else if (h.liveness === 'unregistered') strayPins.push({ slot: s.slot, client: h.client });
-    }
-  }
   const producer = view.producer === null ? null : holder(view.producer);
-  // A reap whose reaper is gone needs the next reap even when the dead client held no pin.
-  const needsReap = deadPins.length > 0 || producer?.liveness === 'dead' || clients.some((c) => c.state === 'reaping' && c.liveness === 'dead');
   return {
     table: name,
     path: `/dev/shm/${name}`,
@@ -179,10 +150,10 @@ function buildReport(name, table, view) {
     clients,
     slotCounts: counts,
     slots,
-    deadPins,
-    strayPins,
-    needsReap,
-    exitCode: needsReap ? EXIT.NEEDS_REAP : EXIT.HEALTHY,
+    deadPins: judged.deadPins,
+    strayPins: judged.strayPins,
+    needsReap: judged.needsReap,
+    exitCode: judged.needsReap ? EXIT.NEEDS_REAP : EXIT.HEALTHY,
   };
 }
 

@@ -46,7 +46,17 @@ export {
   type DeviceWrite,
   type Reservation,
 } from './lease-table/table.js';
-export type { TableInspection, SlotInspection, ClientInspection, TableSummary } from './lease-table/inspect.js';
+export {
+  judgeInspection,
+  summarizeInspection,
+  type TableInspection,
+  type SlotInspection,
+  type ClientInspection,
+  type TableSummary,
+  type InspectionJudgement,
+  type JudgedClient,
+} from './lease-table/inspect.js';
+export type { Liveness, LivenessJudgement, LivenessReason, ReaperName } from './lease-table/liveness.js';
 export { cudaDevices, type CudaDevice, type CudaDevices } from './cuda.js';
 export { implementation, implementationReason, nativeLoadError, nativeLibraryPath, type Implementation } from './native.js';
 export type {

@@ -2,7 +2,7 @@
 // that pins and is SIGKILLed (test/fixtures/lease-holder.mjs) shows as a dead client holding pins
 // (exit 1), reap releases it (exit 0), and inspect is healthy again; a dead producer likewise;
 // a missing table is exit 3, a corrupt or other-ABI segment exit 4, bad usage exit 2, no addon
-// exit 5. The CLI imports ../dist/index.js: run `npm run build` first.
+// exit 5. The CLI imports the package by name ('waitprep', 'waitprep/layout': dist/): run `npm run build` first.
 import { spawnSync } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,4 +1,5 @@
 import { CLIENT_STATE, CLIENT_WORD, CLI, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
+import { holdsReaper, judgeClient, judgeReaper, reaperNamed, selfIdentity, type LivenessJudgement, type ReaperName } from './liveness.js';
 
 /** One registered client as the segment records it. */
 export interface ClientInspection {
@@ -20,7 +21,7 @@ export interface ClientInspection {
    * bits of its serial: the reap is its while that entry holds that client), or `'unregistered'`
    * for a reaper that reaped to make room in a full registry. Otherwise null.
    */
-  reaper: { client: number; serialLow15: number } | 'unregistered' | null;
+  reaper: ReaperName | null;
 }
 
 /** One non-free slot. */
@@ -80,16 +81,71 @@ export function summarizeInspection(view: TableInspection): TableSummary {
   return { capacity: view.capacity, slots, pinnedSlots, clients, producer: view.producer, reapedClients: view.reapedClients };
 }
 
-function pidBits(word: bigint): number {
-  return Number((word >> BigInt(CLIENT_WORD.PID_SHIFT)) & BigInt(CLIENT_WORD.PID_MASK));
+/** One client entry of an inspection, and how a reap from this process judges it. */
+export interface JudgedClient {
+  entry: ClientInspection;
+  /** A `reaping` entry is judged by its reaper (`judgeReaper`), any other by its own process (`judgeClient`). */
+  judgement: LivenessJudgement;
+  /** For a `reaping` entry: its reaper's pid while the reaper still holds its own entry; otherwise null. */
+  reaperPid: number | null;
 }
 
-/** The reaper a REAPING word names in its pid bits (table.c reaper_bits). */
-function reaperOf(state: number, word: bigint): ClientInspection['reaper'] {
-  if (state !== CLIENT_STATE.REAPING) return null;
-  const named = pidBits(word);
-  if ((named & CLIENT_WORD.REAPER_NAMED) === 0) return 'unregistered';
-  return { client: named & (MAX_CLIENTS - 1), serialLow15: (named >>> 6) & 0x7fff };
+/** What {@link judgeInspection} concludes: what a reap from this process would do to the table. */
+export interface InspectionJudgement {
+  /** Every client entry but the excluded one, in index order. */
+  clients: JudgedClient[];
+  /** Pins held by dead clients, one per (slot, client), in slot order: a reap releases them. */
+  deadPins: { slot: number; client: number; pid: number }[];
+  /** Pin bits of a client index with no judged entry (free, or the excluded one): left by nobody alive. */
+  strayPins: { slot: number; client: number }[];
+  /** The producer role is held by a dead client: a reap frees it and settles its slots. */
+  deadProducer: boolean;
+  /** A `reaping` entry's reaper is gone: the next reap takes that reap over, pins or not. */
+  goneReaper: boolean;
+  /** A reap from this process would release something: dead pins, a dead producer or a gone reaper. */
+  needsReap: boolean;
+}
+
+/**
+ * Judges every client entry of an inspection as a reap from this process would
+ * (lib/lease-table/liveness.ts, the rule of table.c's reaper), and says what such a reap would
+ * release. `exclude` leaves one entry out: the observer's own (`table.clientIndex`), which
+ * holds no pin. Dead clients that hold no pin and are not the producer do not make `needsReap`:
+ * freeing their entries changes nothing anyone waits for.
+ */
+export function judgeInspection(view: TableInspection, options: { exclude?: number } = {}): InspectionJudgement {
+  const me = selfIdentity();
+  const entries = new Map(view.clients.map((c) => [c.index, c]));
+  const judged = new Map<number, JudgedClient>();
+  let goneReaper = false;
+  for (const entry of view.clients) {
+    if (entry.index === options.exclude) continue;
+    if (entry.state !== 'reaping') {
+      judged.set(entry.index, { entry, judgement: judgeClient({ ...entry, state: entry.state }, me), reaperPid: null });
+      continue;
+    }
+    const reaper = entry.reaper ?? 'unregistered';
+    // The reaper's entry is looked up among all entries, the excluded one included.
+    const held = reaper === 'unregistered' ? undefined : entries.get(reaper.client);
+    const judgement = judgeReaper(reaper, held, me);
+    if (judgement.liveness === 'dead') goneReaper = true;
+    judged.set(entry.index, { entry, judgement, reaperPid: holdsReaper(reaper, held) ? held.pid : null });
+  }
+  const deadPins: InspectionJudgement['deadPins'] = [];
+  const strayPins: InspectionJudgement['strayPins'] = [];
+  for (const slot of view.slots) {
+    for (const client of slot.pinHolders) {
+      const holder = judged.get(client);
+      if (holder === undefined) strayPins.push({ slot: slot.slot, client });
+      else if (holder.judgement.liveness === 'dead') deadPins.push({ slot: slot.slot, client, pid: holder.entry.pid });
+    }
+  }
+  const deadProducer = view.producer !== null && judged.get(view.producer)?.judgement.liveness === 'dead';
+  return { clients: [...judged.values()], deadPins, strayPins, deadProducer, goneReaper, needsReap: deadPins.length > 0 || deadProducer || goneReaper };
+}
+
+function pidBits(word: bigint): number {
+  return Number((word >> BigInt(CLIENT_WORD.PID_SHIFT)) & BigInt(CLIENT_WORD.PID_MASK));
 }
 
 const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
@@ -119,7 +175,7 @@ export function inspectSegment(bytes: Uint8Array): TableInspection {
       pidNamespace: view.getBigUint64(at + CLI.PID_NS, true),
       timeNamespace: view.getBigUint64(at + CLI.TIME_NS, true),
       thread: view.getUint32(at + CLI.THREAD, true),
-      reaper: reaperOf(state, word),
+      reaper: state === CLIENT_STATE.REAPING ? reaperNamed(pidBits(word)) : null,
       producer: producerWord !== 0n && Number(producerWord & 0xffn) === i + 1,
     });
   }

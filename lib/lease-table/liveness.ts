@@ -1,10 +1,17 @@
 /**
- * Process liveness as the lease table judges it, in JavaScript: the mirror of
- * table.c's read_proc_stat, self_identity and client_is_dead, shared by the
- * JavaScript fallback's reaper and by `waitprep inspect`, so both judge a
- * client exactly as the C core does.
+ * Process liveness as the lease table judges it: the one TypeScript statement
+ * of the rule native/src/table.c applies in its reaper (read_proc_stat,
+ * self_identity, same_namespaces, client_is_dead, reaper_is_gone), shared by
+ * the JavaScript fallback's reaper and by `waitprep inspect` (through
+ * judgeInspection), so an operator's report says what a reap would do.
+ *
+ * A verdict is `dead` only when the process is certainly gone: a reap from
+ * the observer would take that entry. `unknown` is never reaped: a pid and a
+ * start time mean something only within the pid and time namespace they were
+ * read in, and an observer that cannot place itself in /proc judges nobody.
  */
 import { readFileSync, readlinkSync, statSync } from 'node:fs';
+import { CLIENT_WORD, MAX_CLIENTS } from './layout.js';
 
 /** State and start time (field 22) of /proc/PID/stat, or null when absent or unreadable. */
 export function readProcStat(pid: number | 'self'): { state: string; startTime: bigint } | null {
@@ -31,6 +38,7 @@ function nsInode(path: string): bigint {
   }
 }
 
+/** A process as the lease table records it in a client entry, and as an observer places itself. */
 export interface Identity {
   pid: number;
   startTime: bigint;
@@ -55,19 +63,155 @@ export function selfIdentity(): Identity {
   return self;
 }
 
-/** True when the process that registered (pid, startTime) is certainly gone. */
-export function clientIsDead(pid: number, startTime: bigint): boolean {
-  if (pid === process.pid) return false; // ourselves: alive (the C check concludes the same)
+/** A verdict: `dead` means a reap from the observer takes the entry; `unknown` is never reaped. */
+export type Liveness = 'alive' | 'dead' | 'unknown';
+
+/** Each reason a verdict can have, and that verdict: the one list of both. */
+const LIVENESS_OF = {
+  self: 'alive',
+  running: 'alive',
+  hidden: 'alive',
+  'pid-reused': 'dead',
+  zombie: 'dead',
+  gone: 'dead',
+  'reaper-left': 'dead',
+  'observer-namespace-unknown': 'unknown',
+  'client-namespace-unknown': 'unknown',
+  'other-pid-namespace': 'unknown',
+  'other-time-namespace': 'unknown',
+  'reaper-unregistered': 'unknown',
+} as const satisfies Record<string, Liveness>;
+
+/**
+ * Why a verdict is what it is, by verdict.
+ *
+ * - alive: `self` (this process, with its own start time), `running` (/proc shows the pid with the
+ *   recorded start time, not a zombie), `hidden` (no /proc entry, but `kill(pid, 0)` does not say
+ *   ESRCH: hidepid, or another user's process).
+ * - dead: `pid-reused` (/proc shows another start time), `zombie` (state Z or X: killed, not yet
+ *   waited for), `gone` (no /proc entry and `kill(pid, 0)` says ESRCH), `reaper-left` (a REAPING
+ *   entry's reaper no longer holds its own entry: it finished or died, and the next reap takes
+ *   the work over).
+ * - unknown: `observer-namespace-unknown` (the observer's own pid namespace is unknown),
+ *   `client-namespace-unknown` (the entry recorded pid namespace 0), `other-pid-namespace`,
+ *   `other-time-namespace`, `reaper-unregistered` (a reap by a reaper that was not registered,
+ *   which nobody ever takes over).
+ */
+export type LivenessReason = keyof typeof LIVENESS_OF;
+
+/** A verdict and its reason. The judge functions return shared frozen values: compare fields, not objects. */
+export interface LivenessJudgement {
+  readonly liveness: Liveness;
+  readonly reason: LivenessReason;
+}
+
+// One frozen judgement per reason: judging allocates nothing but what /proc reads do.
+const J = Object.freeze(
+  Object.fromEntries(Object.entries(LIVENESS_OF).map(([reason, liveness]) => [reason, Object.freeze({ liveness, reason })])),
+) as Readonly<Record<LivenessReason, LivenessJudgement>>;
+
+/**
+ * table.c client_is_dead, with its reason: the process that registered (pid, startTime) as read
+ * in the observer's namespaces. A start time of 0 matches any (an entry still CLAIMING).
+ */
+function judgeProcess(pid: number, startTime: bigint): LivenessJudgement {
+  // Ourselves, under our own start time: what the /proc read below would conclude, without it.
+  // Another start time under our pid is a dead predecessor's entry, judged below as C does.
+  if (pid === process.pid) {
+    const me = selfIdentity();
+    if (startTime === 0n || startTime === me.startTime) return J.self;
+  }
   const now = readProcStat(pid);
   if (now !== null) {
-    if (now.startTime !== startTime && startTime !== 0n) return true; // pid reused
-    return now.state === 'Z' || now.state === 'X'; // killed, not yet waited for
+    if (now.startTime !== startTime && startTime !== 0n) return J['pid-reused'];
+    return now.state === 'Z' || now.state === 'X' ? J.zombie : J.running;
   }
   // No /proc entry: confirm, since hidepid can hide live processes.
   try {
     process.kill(pid, 0);
-    return false;
+    return J.hidden;
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+    return (error as NodeJS.ErrnoException).code === 'ESRCH' ? J.gone : J.hidden;
   }
+}
+
+/**
+ * True when the process that registered (pid, startTime) is certainly gone (table.c
+ * client_is_dead). The caller has checked the namespaces; {@link judgeClient} does both.
+ */
+export function clientIsDead(pid: number, startTime: bigint): boolean {
+  return judgeProcess(pid, startTime).liveness === 'dead';
+}
+
+/** What a client entry records of the process that registered it (an inspection's client entries have these fields). */
+export interface RecordedClient {
+  /** `claiming`: only the pid is written yet, so "the observer's namespaces, any start time". */
+  state: 'claiming' | 'active';
+  pid: number;
+  startTime: bigint;
+  pidNamespace: bigint;
+  timeNamespace: bigint;
+}
+
+function judgeRecorded(active: boolean, pid: number, startTime: bigint, pidNamespace: bigint, timeNamespace: bigint, me: Identity): LivenessJudgement {
+  if (me.pidNs === 0n) return J['observer-namespace-unknown'];
+  if (active) {
+    // same_namespaces: its pid and start time mean nothing outside the namespaces they were read in.
+    if (pidNamespace !== me.pidNs) return pidNamespace === 0n ? J['client-namespace-unknown'] : J['other-pid-namespace'];
+    if (timeNamespace !== me.timeNs) return J['other-time-namespace'];
+  }
+  return judgeProcess(pid, active ? startTime : 0n);
+}
+
+/**
+ * How a reap by `me` (this process by default) judges a CLAIMING or ACTIVE client entry, as
+ * wp_reap_dead_clients does: nobody, when the observer's own pid namespace is unknown; an ACTIVE
+ * entry only within the observer's pid and time namespaces; a CLAIMING one, which has not written
+ * its start time and namespaces yet, as "these namespaces, any start time".
+ */
+export function judgeClient(entry: RecordedClient, me: Identity = selfIdentity()): LivenessJudgement {
+  return judgeRecorded(entry.state === 'active', entry.pid, entry.startTime, entry.pidNamespace, entry.timeNamespace, me);
+}
+
+/**
+ * The reaper a REAPING entry names: a registered client (its index, and the low 15 bits of its
+ * serial: the reap is its while that entry holds that client), or `'unregistered'`: a reaper
+ * that reaped to make room in a full registry.
+ */
+export type ReaperName = { client: number; serialLow15: number } | 'unregistered';
+
+/** The reaper a REAPING word's pid bits name (table.c reaper_bits, waitprep.h). */
+export function reaperNamed(pidBits: number): ReaperName {
+  if ((pidBits & CLIENT_WORD.REAPER_NAMED) === 0) return 'unregistered';
+  return { client: pidBits & (MAX_CLIENTS - 1), serialLow15: (pidBits >>> 6) & 0x7fff };
+}
+
+/** A client entry as it stands now, for judging a reaper that it may hold. */
+export interface RegistryEntry extends Omit<RecordedClient, 'state'> {
+  state: 'free' | 'claiming' | 'active' | 'reaping';
+  serial: number;
+}
+
+/**
+ * True while `entry` (the one at `reaper.client`; undefined when free) still holds the client
+ * that `reaper` names: ACTIVE, with the same low 15 serial bits.
+ */
+export function holdsReaper(reaper: ReaperName, entry: RegistryEntry | undefined): entry is RegistryEntry {
+  return reaper !== 'unregistered' && entry !== undefined && entry.state === 'active' && (entry.serial & 0x7fff) === reaper.serialLow15;
+}
+
+/**
+ * How a reap by `me` judges a REAPING entry: by its reaper (table.c reaper_is_gone). `dead` once
+ * the reaper's entry (`entry`, the one at `reaper.client`; undefined when free) no longer
+ * {@link holdsReaper | holds} that client, or holds it and its process is dead: a registered reaper then takes the work
+ * over. An unregistered reaper is never taken over, and a reaper of other namespaces is judged
+ * like any client there: `unknown`.
+ */
+export function judgeReaper(reaper: ReaperName, entry: RegistryEntry | undefined, me: Identity = selfIdentity()): LivenessJudgement {
+  if (reaper === 'unregistered') return J['reaper-unregistered'];
+  if (me.pidNs === 0n) return J['observer-namespace-unknown']; // wp_reap_dead_clients takes nothing over then
+  if (!holdsReaper(reaper, entry)) return J['reaper-left'];
+  // The same client still (ourselves included: alive), or, after 32,768 registrations of that
+  // entry, one that looks the same: judged as itself, the safe side.
+  return judgeRecorded(true, entry.pid, entry.startTime, entry.pidNamespace, entry.timeNamespace, me);
 }
