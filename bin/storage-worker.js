@@ -5,10 +5,10 @@
 // JavaScript fallback a table cannot cross processes, so the demo calls startStorage() in its own
 // process instead, with a table it opened there (and says so).
 //
-// Requests come two ways, handled the same:
-//   - IPC from the parent: { type: 'prepare', id, keyHex, keyBytes } -> { type: 'result', id, ok, ... }
-//   - a Unix socket (`--socket PATH`), one JSON line per request and one per reply, used by the
-//     demo's piscina worker threads (bin/prepare-worker.js), which cannot use the parent's IPC.
+// Requests come over a Unix socket (`--socket PATH`), one JSON line per request
+// ({ id, keyHex, keyBytes }) and one per reply ({ id, ok, ... }), from the demo's piscina worker
+// threads (bin/prepare-worker.js), which cannot use the parent's IPC channel. The IPC channel
+// carries only the lifecycle: 'ready' when it serves, { type: 'exit' } -> 'bye'.
 // `keyBytes` is the key's wire form in base64: its canonical encoding (docs/key-encoding.md), as
 // PreparationTask.keyBytes carries it. The worker decodes it strictly (decodeArtifactKey, which
 // hashes it once) and refuses bytes that are not a key, or whose digest is not the request's keyHex.
@@ -284,23 +284,23 @@ async function main() {
   const args = process.argv.slice(2);
   const tableName = option(args, '--table');
   const arenaDir = option(args, '--arena');
-  const socketPath = option(args, '--socket', null);
+  const socketPath = option(args, '--socket');
   const budgetBytes = Number(option(args, '--budget', String(64 << 20)));
   const capacity = Number(option(args, '--capacity', '4096'));
-  if (!tableName || !arenaDir || !(budgetBytes > 0) || typeof process.send !== 'function') {
-    process.stderr.write('usage (forked with IPC): storage-worker.js --table NAME --arena DIR [--socket PATH] [--budget BYTES] [--capacity N]\n');
+  if (!tableName || !arenaDir || !socketPath || !(budgetBytes > 0) || typeof process.send !== 'function') {
+    process.stderr.write('usage (forked with IPC): storage-worker.js --table NAME --arena DIR --socket PATH [--budget BYTES] [--capacity N]\n');
     process.exit(2);
   }
   const exitAfter = process.env.WAITPREP_STORAGE_EXIT_AFTER ? Number(process.env.WAITPREP_STORAGE_EXIT_AFTER) : Infinity;
   const table = openLeaseTable({ name: tableName, role: 'producer', implementation: 'native', create: { capacity } });
   const storage = startStorage({ table, arenaDir, budgetBytes, exitAfter });
-  const server = socketPath ? await serveSocket(storage, socketPath) : null;
+  const server = await serveSocket(storage, socketPath);
   let closed = false;
   const shutdown = (code) => {
     if (closed) return;
     closed = true;
-    server?.close();
-    if (socketPath) rmSync(socketPath, { force: true });
+    server.close();
+    rmSync(socketPath, { force: true });
     storage.close();
     table.close();
     try {
@@ -311,11 +311,7 @@ async function main() {
     process.exit(code);
   };
   process.on('message', (message) => {
-    if (message?.type === 'prepare') {
-      process.send({ type: 'result', id: message.id, ...storage.handle(message) });
-    } else if (message?.type === 'stats') {
-      process.send({ type: 'stats', stats: storage.stats() });
-    } else if (message?.type === 'exit') {
+    if (message?.type === 'exit') {
       const stats = storage.stats();
       process.send({ type: 'bye', stats }, () => shutdown(0));
     }

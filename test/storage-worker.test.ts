@@ -3,7 +3,9 @@
 // publishes matches the bytes in its arena. Needs the built dist/ (the worker imports it).
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
@@ -56,35 +58,51 @@ describe.runIf(implementation === 'native')('storage worker process (native leas
     } catch {
       // gone already
     }
-    if (name !== '') rmSync(`/dev/shm/${name}-arena`, { recursive: true, force: true });
+    if (name !== '') {
+      rmSync(`/dev/shm/${name}-arena`, { recursive: true, force: true });
+      rmSync(join(tmpdir(), `${name}.sock`), { force: true });
+    }
   });
 
+  /** Starts the worker as the demo does, and a `send` that makes one socket request and reads its reply. */
   async function start(budgetBytes: number): Promise<{ arena: string; send: (message: object) => Promise<any> }> {
     name = `wp-storage-test-${process.pid}-${Date.now()}`;
     const arena = `/dev/shm/${name}-arena`;
-    const proc = fork(WORKER, ['--table', name, '--arena', arena, '--budget', String(budgetBytes), '--capacity', '256'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const socketPath = join(tmpdir(), `${name}.sock`);
+    const proc = fork(WORKER, ['--table', name, '--arena', arena, '--socket', socketPath, '--budget', String(budgetBytes), '--capacity', '256'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     child = proc;
     const [ready] = await once(proc, 'message');
-    expect(ready).toMatchObject({ type: 'ready', implementation: 'native' });
+    expect(ready).toMatchObject({ type: 'ready', implementation: 'native', socket: socketPath });
     let next = 0;
-    const send = (message: object): Promise<any> => {
-      const id = `r${next++}`;
-      return new Promise((resolve) => {
-        const onMessage = (reply: any): void => {
-          if (reply?.id === id || (reply?.type === 'stats' && (message as { type: string }).type === 'stats')) {
-            proc.off('message', onMessage);
-            resolve(reply);
-          }
-        };
-        proc.on('message', onMessage);
-        proc.send({ ...message, id });
-      });
+    const send = async (message: object): Promise<any> => {
+      const socket = connect(socketPath);
+      socket.setEncoding('utf8');
+      await once(socket, 'connect');
+      socket.write(JSON.stringify({ ...message, id: `r${next++}` }) + '\n');
+      let buffered = '';
+      for await (const chunk of socket) {
+        buffered += chunk;
+        if (buffered.includes('\n')) break;
+      }
+      socket.destroy();
+      return JSON.parse(buffered.slice(0, buffered.indexOf('\n')));
     };
     return { arena, send };
   }
 
+  /** Asks the worker to exit as the demo does: its 'bye' carries the stats, then it exits 0. */
+  async function stop(): Promise<{ code: number | null; stats: any }> {
+    const proc = child!;
+    const bye = once(proc, 'message');
+    const exited = once(proc, 'exit');
+    proc.send({ type: 'exit' });
+    const [[message], [code]] = await Promise.all([bye, exited]);
+    expect(message).toMatchObject({ type: 'bye' });
+    return { code, stats: message.stats };
+  }
+
   const prepare = (send: (m: object) => Promise<any>, k: { key: ArtifactKey; keyBytes: string }): Promise<any> =>
-    send({ type: 'prepare', keyHex: k.key.hex, keyBytes: k.keyBytes });
+    send({ keyHex: k.key.hex, keyBytes: k.keyBytes });
 
   it('evicts LRU unpinned artifacts under its budget, never a pinned one, and refuses when only pinned ones are left', async () => {
     const size = syntheticSource('00'.repeat(32), TOKENS).length;
@@ -112,10 +130,10 @@ describe.runIf(implementation === 'native')('storage worker process (native leas
     expect(table.tryPin(keys[1]!.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
     expect(table.tryPin(keys[2]!.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
     expect(existsSync(arenaFile(arena, Number(k1Location)))).toBe(false);
-    const stats = (await send({ type: 'stats' })).stats;
-    expect(stats.evicted).toBe(2);
-    expect(stats.pinnedSkips).toBeGreaterThanOrEqual(2);
-    expect(stats.usedBytes).toBeLessThanOrEqual(Math.floor(3.5 * size));
+    // What is resident fits the budget: k0, k3 and k4, one file each.
+    const resident = readdirSync(arena).map((file) => statSync(join(arena, file)).size);
+    expect(resident).toHaveLength(3);
+    expect(resident.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(Math.floor(3.5 * size));
 
     // Pin everything resident: the next artifact cannot fit, so it is refused and left absent.
     const more = [keys[3]!, keys[4]!].map((k) => table!.tryPin(k.key));
@@ -127,8 +145,15 @@ describe.runIf(implementation === 'native')('storage worker process (native leas
     expect(table.inspect().slots.find((slot) => slot.digestHex === keys[0]!.key.hex)?.state).toBe('ready');
 
     for (const lease of [pinned, ...more]) if (lease.kind === 'lease') lease.close();
-    // Unpinned now: the next one fits again by evicting.
+    // Unpinned now: the next one fits again by evicting one (k0, the least recently used).
     expect(await prepare(send, keys[5]!)).toMatchObject({ ok: true });
+    expect(table.tryPin(keys[0]!.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
+    // k1 and k2, then k0: three evictions; k0 was skipped while pinned, on each of the pushes.
+    const { code, stats } = await stop();
+    expect(code).toBe(0);
+    expect(stats.evicted).toBe(3);
+    expect(stats.pinnedSkips).toBeGreaterThanOrEqual(2);
+    expect(stats.usedBytes).toBeLessThanOrEqual(Math.floor(3.5 * size));
   });
 
   it('publishes metadata that matches the arena file: size, checksum, codec none', async () => {
@@ -153,17 +178,14 @@ describe.runIf(implementation === 'native')('storage worker process (native leas
     }
     // A key whose bytes do not hash to the hex it names is refused, and so are bytes that are not a key.
     const k = keyOf(13);
-    expect(await send({ type: 'prepare', keyHex: '0'.repeat(64), keyBytes: k.keyBytes })).toMatchObject({ ok: false, error: expect.stringMatching(/hash to/) });
+    expect(await send({ keyHex: '0'.repeat(64), keyBytes: k.keyBytes })).toMatchObject({ ok: false, error: expect.stringMatching(/hash to/) });
     const cut = Buffer.from(k.keyBytes, 'base64').subarray(0, 100).toString('base64');
-    expect(await send({ type: 'prepare', keyHex: k.key.hex, keyBytes: cut })).toMatchObject({ ok: false, error: expect.stringMatching(/^ERR_INVALID_KEY: .*truncated/) });
-    expect(await send({ type: 'prepare', keyHex: k.key.hex })).toMatchObject({ ok: false, error: expect.stringMatching(/no keyBytes/) });
+    expect(await send({ keyHex: k.key.hex, keyBytes: cut })).toMatchObject({ ok: false, error: expect.stringMatching(/^ERR_INVALID_KEY: .*truncated/) });
+    expect(await send({ keyHex: k.key.hex })).toMatchObject({ ok: false, error: expect.stringMatching(/no keyBytes/) });
     expect(table.tryPin(k.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
 
     // 'exit' removes the arena and the table, exit code 0.
-    const proc = child!;
-    const exited = once(proc, 'exit');
-    proc.send({ type: 'exit' });
-    const [code] = await exited;
+    const { code } = await stop();
     expect(code).toBe(0);
     expect(existsSync(arena)).toBe(false);
     expect(existsSync(`/dev/shm/${name}`)).toBe(false);
