@@ -802,30 +802,13 @@ int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_devic
 
 const char *wp_status_name(int status) {
   switch (status) {
-    case WP_OK: return "WP_OK";
-    case WP_MISS_ABSENT: return "WP_MISS_ABSENT";
-    case WP_MISS_PREPARING: return "WP_MISS_PREPARING";
-    case WP_MISS_EVICTING: return "WP_MISS_EVICTING";
-    case WP_MISS_CONTENDED: return "WP_MISS_CONTENDED";
-    case WP_MISS_NO_DEVICE_RECORD: return "WP_MISS_NO_DEVICE_RECORD";
-    case WP_MISS_DEVICE_MISMATCH: return "WP_MISS_DEVICE_MISMATCH";
-    case WP_MISS_ARENA_GENERATION_MISMATCH: return "WP_MISS_ARENA_GENERATION_MISMATCH";
-    case WP_MISS_DEVICE_WRITE_INCOMPLETE: return "WP_MISS_DEVICE_WRITE_INCOMPLETE";
-    case WP_EXISTS: return "WP_EXISTS";
-    case WP_FULL: return "WP_FULL";
-    case WP_PINNED: return "WP_PINNED";
-    case WP_ABSENT: return "WP_ABSENT";
-    case WP_STALE: return "WP_STALE";
-    case WP_ERR_INVALID_ARGUMENT: return "WP_ERR_INVALID_ARGUMENT";
-    case WP_ERR_BAD_SEGMENT: return "WP_ERR_BAD_SEGMENT";
-    case WP_ERR_WRITER_EXISTS: return "WP_ERR_WRITER_EXISTS";
-    case WP_ERR_NOT_PRODUCER: return "WP_ERR_NOT_PRODUCER";
-    case WP_ERR_NO_CLIENT_SLOT: return "WP_ERR_NO_CLIENT_SLOT";
-    case WP_ERR_SYSTEM: return "WP_ERR_SYSTEM";
-    case WP_ERR_NOT_FOUND: return "WP_ERR_NOT_FOUND";
-    case WP_ERR_EXISTS: return "WP_ERR_EXISTS";
-    case WP_ERR_NO_MEMORY: return "WP_ERR_NO_MEMORY";
-    default: return "WP_UNKNOWN";
+#define WP_STATUS_CASE(name, value) \
+  case name:                        \
+    return #name;
+    WP_STATUSES(WP_STATUS_CASE)
+#undef WP_STATUS_CASE
+    default:
+      return "WP_UNKNOWN";
   }
 }
 
