@@ -538,6 +538,27 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       lease.close();
     });
 
+    it('a reservation whose slot is not a u32 integer or whose generation is not a u64 bigint is ERR_INVALID_ARGUMENT, and the slot stays reserved', () => {
+      const { producer, consumer: reader } = pair(h);
+      const key = makeKey(1);
+      const r = producer.reserve(key);
+      const forged = [
+        { ...r, slot: r.slot + 2 ** 32 },
+        { ...r, slot: r.slot + 0.5 },
+        { ...r, slot: -1 },
+        { ...r, generation: r.generation - 1n - (1n << 64n) },
+        { ...r, generation: r.generation + (1n << 64n) },
+        { ...r, generation: -1n },
+      ];
+      for (const bad of forged) {
+        expectCode(() => producer.publish(bad, META), 'ERR_INVALID_ARGUMENT');
+        expectCode(() => producer.abandon(bad), 'ERR_INVALID_ARGUMENT');
+      }
+      expect(reader.tryPin(key)).toMatchObject({ kind: 'miss', reason: 'preparing' });
+      producer.publish(r, META);
+      asLease(reader.tryPin(key)).close();
+    });
+
     it('publishing a reservation twice is ERR_STALE_RESERVATION, and so is abandoning a published one', () => {
       const { producer, consumer: reader } = pair(h);
       const key = makeKey(1);

@@ -350,9 +350,18 @@ export class LeaseTable {
     return this.#handle;
   }
 
+  /**
+   * A reservation's slot must be a u32 integer and its generation a u64 bigint, exactly: the
+   * addon converts them with wrap-around (`slot + 2^32` or `slot + 0.5` would name a live slot),
+   * so a forged or corrupted token is refused here, the same way in both implementations.
+   */
   #checkReservation(reservation: Reservation): void {
-    if (typeof reservation !== 'object' || reservation === null || typeof reservation.slot !== 'number' || typeof reservation.generation !== 'bigint') {
-      throw invalidArgument('reservation', 'a Reservation from reserve()', reservation);
+    if (
+      typeof reservation !== 'object' || reservation === null ||
+      !Number.isInteger(reservation.slot) || reservation.slot < 0 || reservation.slot > U32_MAX ||
+      typeof reservation.generation !== 'bigint' || u64OrNull(reservation.generation) === null
+    ) {
+      throw invalidArgument('reservation', 'a Reservation from reserve() (slot a u32 integer, generation a u64 bigint)', reservation);
     }
   }
 }
