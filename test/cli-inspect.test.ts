@@ -8,7 +8,7 @@ import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync, w
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, implementation } from '../lib/index.js';
-import { CLI, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET } from '../lib/lease-table/layout.js';
+import { CLIENT_FIELD, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET } from '../lib/lease-table/layout.js';
 import { keyFields } from './fixtures/lease-stress-common.mjs';
 import { leaseHolders, type Holder } from './children.js';
 
@@ -54,7 +54,7 @@ function stageReaping(name: string, index: number, serial: bigint, named: bigint
   word.writeBigUInt64LE((serial << 24n) | (named << 2n) | BigInt(CLIENT_STATE.REAPING));
   const fd = openSync(`/dev/shm/${name}`, 'r+');
   try {
-    expect(writeSync(fd, word, 0, 8, CLIENTS_OFFSET + index * CLIENT_SIZE + CLI.WORD)).toBe(8);
+    expect(writeSync(fd, word, 0, 8, CLIENTS_OFFSET + index * CLIENT_SIZE + CLIENT_FIELD.WORD)).toBe(8);
   } finally {
     closeSync(fd);
   }

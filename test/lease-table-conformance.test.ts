@@ -20,7 +20,7 @@ import {
   type OpenLeaseTableOptions,
   type WaitprepErrorCode,
 } from '../lib/index.js';
-import { CLI, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET, EXCHANGE, HDR, LAYOUT, MAX_CAPACITY, PROBE_WINDOW, SLOT, SLOT_SIZE, SLOTS_OFFSET, STATUS, WP_ABI_VERSION, WP_MAGIC, segmentSize } from '../lib/lease-table/layout.js';
+import { CLIENT_FIELD, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET, EXCHANGE, HDR, LAYOUT, MAX_CAPACITY, PROBE_WINDOW, SLOT, SLOT_SIZE, SLOTS_OFFSET, STATUS, WP_ABI_VERSION, WP_MAGIC, segmentSize } from '../lib/lease-table/layout.js';
 import { summarizeInspection } from '../lib/lease-table/inspect.js';
 import { MISS, MISS_BY_STATUS, MISS_REASONS, TABLE_MISS_REASON } from '../lib/miss-reasons.js';
 import { nativeAddon } from '../lib/native.js';
@@ -909,7 +909,7 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       const dead = spawnSync(process.execPath, ['-e', '']);
       expect(dead.status).toBe(0);
       const entry0 = first.inspect().clients.find((c) => c.index === 0)!;
-      poke(first, CLIENTS_OFFSET + CLI.WORD, (BigInt(entry0.serial) << 24n) | (BigInt(dead.pid!) << 2n) | BigInt(CLIENT_STATE.ACTIVE));
+      poke(first, CLIENTS_OFFSET + CLIENT_FIELD.WORD, (BigInt(entry0.serial) << 24n) | (BigInt(dead.pid!) << 2n) | BigInt(CLIENT_STATE.ACTIVE));
       const late = h.join(first, 'consumer'); // registry full: reaps before it registers
       expect(late.clientIndex).toBe(0);
       expect(late.inspect().reapedClients).toBe(1n);
@@ -975,15 +975,15 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       const wordAt = (t: LeaseTable) => CLIENTS_OFFSET + t.clientIndex * CLIENT_SIZE;
       const myNs = entryOf(producer).pidNamespace;
       // `foreign` looks like a client of another pid namespace; `ghost` like one whose process died.
-      poke(producer, wordAt(foreign) + CLI.PID_NS, myNs + 1n);
+      poke(producer, wordAt(foreign) + CLIENT_FIELD.PID_NS, myNs + 1n);
       const dead = spawnSync(process.execPath, ['-e', '']);
       expect(dead.status).toBe(0); // an exited, waited-for process: its pid is gone
       const ghostEntry = entryOf(ghost);
-      poke(producer, wordAt(ghost) + CLI.WORD, (BigInt(ghostEntry.serial) << 24n) | (BigInt(dead.pid!) << 2n) | BigInt(CLIENT_STATE.ACTIVE));
+      poke(producer, wordAt(ghost) + CLIENT_FIELD.WORD, (BigInt(ghostEntry.serial) << 24n) | (BigInt(dead.pid!) << 2n) | BigInt(CLIENT_STATE.ACTIVE));
       // What a reaper's claim leaves in the victim's entry: the serial kept, REAPING, and the
       // reaper named in the pid bits (1 << 21 | low 15 bits of its serial << 6 | its index).
       const stageReapedBy = (index: number, serial: number) =>
-        poke(producer, wordAt(victim) + CLI.WORD,
+        poke(producer, wordAt(victim) + CLIENT_FIELD.WORD,
           (BigInt(entryOf(victim).serial) << 24n) | ((BigInt(1 << 21) | (BigInt(serial & 0x7fff) << 6n) | BigInt(index)) << 2n) | BigInt(CLIENT_STATE.REAPING));
       for (const reaper of [live, foreign, producer]) {
         stageReapedBy(reaper.clientIndex, entryOf(reaper).serial);

@@ -14,7 +14,7 @@
  * that wrap past the last slot, and slot reuse at later generations common.
  *
  * What may legitimately differ, and so is not compared: the THREAD word of a client entry (only
- * the fallback writes it, layout.ts CLI) and lease tokens (private to each client). The
+ * the fallback writes it, layout.ts CLIENT_FIELD) and lease tokens (private to each client). The
  * fallback's other documented difference (docs/lease-table.md, "the bit first, then one read":
  * no `contended` from a lost race, a brief stray pin bit on a `preparing` miss) needs a second
  * thread racing the first; these sequences are single-threaded, so both answer alike there too.
@@ -40,7 +40,7 @@ import {
   type Reservation,
   type TableInspection,
 } from '../lib/index.js';
-import { CLI, CLIENT_SIZE, CLIENTS_OFFSET, HEADER_SIZE, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET } from '../lib/lease-table/layout.js';
+import { CLIENT_FIELD, CLIENT_SIZE, CLIENTS_OFFSET, HEADER_SIZE, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET } from '../lib/lease-table/layout.js';
 import { homeSlotFor } from '../lib/testing.js';
 import { TARGET_A, makeKey } from './helpers.js';
 
@@ -396,7 +396,7 @@ function fieldAt(offset: number): string {
 function segmentDifference(native: Uint8Array, js: Uint8Array): string | null {
   if (native.length !== js.length) return `segment sizes differ: native ${native.length}, js ${js.length}`;
   const skip = new Set<number>();
-  for (let c = 0; c < MAX_CLIENTS; c++) for (let b = 0; b < 4; b++) skip.add(CLIENTS_OFFSET + c * CLIENT_SIZE + CLI.THREAD + b);
+  for (let c = 0; c < MAX_CLIENTS; c++) for (let b = 0; b < 4; b++) skip.add(CLIENTS_OFFSET + c * CLIENT_SIZE + CLIENT_FIELD.THREAD + b);
   for (let i = 0; i < native.length; i++) {
     if (native[i] !== js[i] && !skip.has(i)) return `${fieldAt(i)}: native 0x${native[i]!.toString(16)}, js 0x${js[i]!.toString(16)}`;
   }

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TableHandle } from '../lib/lease-table/handle.js';
 import { homeSlotFor, jsTableBuffer, openJsHandle, unlinkJsTable } from '../lib/lease-table/js-handle.js';
 import {
-  CLI,
+  CLIENT_FIELD,
   CLIENT_SIZE,
   CLIENT_STATE,
   CLIENTS_OFFSET,
@@ -130,15 +130,15 @@ class Peek {
     Atomics.store(this.u64, HDR.PRODUCER / 8, v);
   }
   clientWord(i: number): bigint {
-    return Atomics.load(this.u64, (CLIENTS_OFFSET + i * CLIENT_SIZE + CLI.WORD) / 8);
+    return Atomics.load(this.u64, (CLIENTS_OFFSET + i * CLIENT_SIZE + CLIENT_FIELD.WORD) / 8);
   }
   /** Writes a client entry; its time namespace is this process's unless given. */
   setClient(i: number, word: bigint, startTime: bigint, pidNs: bigint, timeNs = OWN_TIME_NS): void {
     const e = CLIENTS_OFFSET + i * CLIENT_SIZE;
-    this.view.setBigUint64(e + CLI.START_TIME, startTime, true);
-    this.view.setBigUint64(e + CLI.PID_NS, pidNs, true);
-    this.view.setBigUint64(e + CLI.TIME_NS, timeNs, true);
-    Atomics.store(this.u64, (e + CLI.WORD) / 8, word);
+    this.view.setBigUint64(e + CLIENT_FIELD.START_TIME, startTime, true);
+    this.view.setBigUint64(e + CLIENT_FIELD.PID_NS, pidNs, true);
+    this.view.setBigUint64(e + CLIENT_FIELD.TIME_NS, timeNs, true);
+    Atomics.store(this.u64, (e + CLIENT_FIELD.WORD) / 8, word);
   }
   clientField64(i: number, field: number): bigint {
     return this.view.getBigUint64(CLIENTS_OFFSET + i * CLIENT_SIZE + field, true);
@@ -213,14 +213,14 @@ describe('JS lease table: open and create', () => {
       expect(clientState(w)).toBe(CLIENT_STATE.ACTIVE);
       expect(clientPid(w)).toBe(process.pid);
       expect(clientSerial(w)).toBe(1n);
-      expect(peek.clientField32(h.clientIndex, CLI.THREAD)).toBe(threadId);
+      expect(peek.clientField32(h.clientIndex, CLIENT_FIELD.THREAD)).toBe(threadId);
     }
-    expect(peek.clientField32(p.clientIndex, CLI.FLAGS)).toBe(1);
-    expect(peek.clientField32(c.clientIndex, CLI.FLAGS)).toBe(0);
+    expect(peek.clientField32(p.clientIndex, CLIENT_FIELD.FLAGS)).toBe(1);
+    expect(peek.clientField32(c.clientIndex, CLIENT_FIELD.FLAGS)).toBe(0);
     const stat = readFileSync('/proc/self/stat', 'latin1');
     const startTime = BigInt(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!);
-    expect(peek.clientField64(c.clientIndex, CLI.START_TIME)).toBe(startTime);
-    expect(peek.clientField64(c.clientIndex, CLI.PID_NS)).toBeGreaterThan(0n);
+    expect(peek.clientField64(c.clientIndex, CLIENT_FIELD.START_TIME)).toBe(startTime);
+    expect(peek.clientField64(c.clientIndex, CLIENT_FIELD.PID_NS)).toBeGreaterThan(0n);
     // The producer word: (client + 1) | serial << 8.
     expect(peek.producer()).toBe(BigInt(p.clientIndex + 1) | (1n << 8n));
 
@@ -701,8 +701,8 @@ describe('JS lease table: close and reap', () => {
     const peek = new Peek(jsTableBuffer(p)!);
     const child = spawnSync(process.execPath, ['-e', '0']);
     const deadPid = child.pid!;
-    const ownNs = peek.clientField64(p.clientIndex, CLI.PID_NS);
-    const ownStart = peek.clientField64(p.clientIndex, CLI.START_TIME);
+    const ownNs = peek.clientField64(p.clientIndex, CLIENT_FIELD.PID_NS);
+    const ownStart = peek.clientField64(p.clientIndex, CLIENT_FIELD.START_TIME);
     const d = sha('reaped');
 
     // 10: a dead producer holding a pin; 11: a dead registrant (CLAIMING); 12: a live pid with
@@ -757,7 +757,7 @@ describe('JS lease table: close and reap', () => {
     const slot = Number(p.out[0]);
     const generation = p.out[1]!;
     const deadPid = spawnSync(process.execPath, ['-e', '0']).pid!;
-    peek.setClient(30, clientWord(CLIENT_STATE.ACTIVE, deadPid, 1n), 77n, peek.clientField64(c.clientIndex, CLI.PID_NS));
+    peek.setClient(30, clientWord(CLIENT_STATE.ACTIVE, deadPid, 1n), 77n, peek.clientField64(c.clientIndex, CLIENT_FIELD.PID_NS));
     peek.setMask(slot, 1n << 30n);
     expect(c.reapDeadClients()).toBe(1);
     expect(peek.mask(slot)).toBe(0n);
@@ -774,7 +774,7 @@ describe('JS lease table: close and reap', () => {
     const first = open(name, false, 16);
     const peek = new Peek(jsTableBuffer(first)!);
     const deadPid = spawnSync(process.execPath, ['-e', '0']).pid!;
-    const ns = peek.clientField64(first.clientIndex, CLI.PID_NS);
+    const ns = peek.clientField64(first.clientIndex, CLIENT_FIELD.PID_NS);
     peek.setClient(20, clientWord(CLIENT_STATE.ACTIVE, deadPid, 3n), 999n, ns);
     peek.setProducer(21n | (3n << 8n));
     const producer = open(name, true); // claim fails, reaps, claims

@@ -1,4 +1,4 @@
-import { CLIENT_STATE, CLIENT_WORD, CLI, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
+import { CLIENT_STATE, CLIENT_WORD, CLIENT_FIELD, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
 import { holdsReaper, judgeClient, judgeReaper, reaperNamed, selfIdentity, type LivenessJudgement, type ReaperName } from './liveness.js';
 
 /** One registered client as the segment records it. */
@@ -163,7 +163,7 @@ export function inspectSegment(bytes: Uint8Array): TableInspection {
   const clients: ClientInspection[] = [];
   for (let i = 0; i < MAX_CLIENTS; i++) {
     const at = CLIENTS_OFFSET + i * CLIENT_SIZE;
-    const word = view.getBigUint64(at + CLI.WORD, true);
+    const word = view.getBigUint64(at + CLIENT_FIELD.WORD, true);
     const state = Number(word & 3n);
     if (state === CLIENT_STATE.FREE) continue;
     clients.push({
@@ -171,10 +171,10 @@ export function inspectSegment(bytes: Uint8Array): TableInspection {
       state: CLIENT_STATES[state] as ClientInspection['state'],
       pid: state === CLIENT_STATE.REAPING ? 0 : pidBits(word),
       serial: Number(word >> BigInt(CLIENT_WORD.SERIAL_SHIFT)),
-      startTime: view.getBigUint64(at + CLI.START_TIME, true),
-      pidNamespace: view.getBigUint64(at + CLI.PID_NS, true),
-      timeNamespace: view.getBigUint64(at + CLI.TIME_NS, true),
-      thread: view.getUint32(at + CLI.THREAD, true),
+      startTime: view.getBigUint64(at + CLIENT_FIELD.START_TIME, true),
+      pidNamespace: view.getBigUint64(at + CLIENT_FIELD.PID_NS, true),
+      timeNamespace: view.getBigUint64(at + CLIENT_FIELD.TIME_NS, true),
+      thread: view.getUint32(at + CLIENT_FIELD.THREAD, true),
       reaper: state === CLIENT_STATE.REAPING ? reaperNamed(pidBits(word)) : null,
       producer: producerWord !== 0n && Number(producerWord & 0xffn) === i + 1,
     });

@@ -34,7 +34,7 @@ import { isMainThread, threadId } from 'node:worker_threads';
 import type { RawSummary, TableHandle } from './handle.js';
 import { clientIsDead, selfIdentity, type Identity } from './liveness.js';
 import {
-  CLI,
+  CLIENT_FIELD,
   CLIENT_PRODUCER,
   CLIENT_SIZE,
   CLIENT_STATE,
@@ -150,7 +150,7 @@ function validName(name: unknown): name is string {
 
 /** same_namespaces: the entry's identity was recorded in our pid and time namespaces. */
 function sameNamespaces(u64: BigUint64Array, entry: number, me: Identity): boolean {
-  return Atomics.load(u64, (entry + CLI.PID_NS) >> 3) === me.pidNs && Atomics.load(u64, (entry + CLI.TIME_NS) >> 3) === me.timeNs;
+  return Atomics.load(u64, (entry + CLIENT_FIELD.PID_NS) >> 3) === me.pidNs && Atomics.load(u64, (entry + CLIENT_FIELD.TIME_NS) >> 3) === me.timeNs;
 }
 
 // ---- the worker-exit safety net ---------------------------------------------------------
@@ -349,7 +349,7 @@ export class JsTableHandle implements TableHandle {
     return ((SLOTS_OFFSET + slot * SLOT_SIZE + SLOT.PIN_MASK) >> 2) + (client >> 5);
   }
   private clientWordIndex(client: number): number {
-    return (CLIENTS_OFFSET + client * CLIENT_SIZE + CLI.WORD) >> 3;
+    return (CLIENTS_OFFSET + client * CLIENT_SIZE + CLIENT_FIELD.WORD) >> 3;
   }
   private nextSlot(slot: number): number {
     return slot + 1 === this.capacity ? 0 : slot + 1;
@@ -402,11 +402,11 @@ export class JsTableHandle implements TableHandle {
       const claiming = BigInt.asUintN(64, (serial << SERIAL_SHIFT) | (BigInt(pid) << 2n) | BigInt(CLIENT_STATE.CLAIMING));
       if (Atomics.compareExchange(u64, wordIndex, w, claiming) !== w) continue;
       const entry = CLIENTS_OFFSET + i * CLIENT_SIZE;
-      Atomics.store(u64, (entry + CLI.START_TIME) >> 3, startTime);
-      Atomics.store(u64, (entry + CLI.PID_NS) >> 3, pidNs);
-      Atomics.store(u64, (entry + CLI.TIME_NS) >> 3, timeNs);
-      Atomics.store(this.u32, (entry + CLI.FLAGS) >> 2, flags);
-      Atomics.store(this.u32, (entry + CLI.THREAD) >> 2, threadId);
+      Atomics.store(u64, (entry + CLIENT_FIELD.START_TIME) >> 3, startTime);
+      Atomics.store(u64, (entry + CLIENT_FIELD.PID_NS) >> 3, pidNs);
+      Atomics.store(u64, (entry + CLIENT_FIELD.TIME_NS) >> 3, timeNs);
+      Atomics.store(this.u32, (entry + CLIENT_FIELD.FLAGS) >> 2, flags);
+      Atomics.store(this.u32, (entry + CLIENT_FIELD.THREAD) >> 2, threadId);
       const active = (claiming & ~CLIENT_STATE_MASK) | BigInt(CLIENT_STATE.ACTIVE);
       // ACTIVE by CAS from our CLAIMING word, as in table.c: if a reaper took the entry meanwhile
       // (it cannot tell a live registrant of another pid namespace from a dead one) we must not
@@ -471,7 +471,7 @@ export class JsTableHandle implements TableHandle {
     for (let i = 0; i < MAX_CLIENTS; i++) {
       if (i === this.client) continue;
       const entry = CLIENTS_OFFSET + i * CLIENT_SIZE;
-      const wordIndex = (entry + CLI.WORD) >> 3;
+      const wordIndex = (entry + CLIENT_FIELD.WORD) >> 3;
       const w = Atomics.load(u64, wordIndex);
       const state = Number(w & CLIENT_STATE_MASK);
       if (state === CLIENT_STATE.FREE) continue;
@@ -484,7 +484,7 @@ export class JsTableHandle implements TableHandle {
         let startTime = 0n; // CLAIMING: no identity yet
         if (state === CLIENT_STATE.ACTIVE) {
           if (!sameNamespaces(u64, entry, identity)) continue; // its pid and start time mean nothing here
-          startTime = Atomics.load(u64, (entry + CLI.START_TIME) >> 3);
+          startTime = Atomics.load(u64, (entry + CLIENT_FIELD.START_TIME) >> 3);
         }
         if (!clientIsDead(pid, startTime)) continue;
       }
@@ -513,10 +513,10 @@ export class JsTableHandle implements TableHandle {
     const index = named & (MAX_CLIENTS - 1);
     const serial15 = (named >>> 6) & 0x7fff;
     const entry = CLIENTS_OFFSET + index * CLIENT_SIZE;
-    const w = Atomics.load(this.u64, (entry + CLI.WORD) >> 3);
+    const w = Atomics.load(this.u64, (entry + CLIENT_FIELD.WORD) >> 3);
     if (Number(w & CLIENT_STATE_MASK) !== CLIENT_STATE.ACTIVE || Number((w >> SERIAL_SHIFT) & 0x7fffn) !== serial15) return true;
     if (!sameNamespaces(this.u64, entry, me)) return false;
-    return clientIsDead(Number((w >> 2n) & PID_MASK_N), Atomics.load(this.u64, (entry + CLI.START_TIME) >> 3));
+    return clientIsDead(Number((w >> 2n) & PID_MASK_N), Atomics.load(this.u64, (entry + CLIENT_FIELD.START_TIME) >> 3));
   }
 
   private producerWord(): bigint {
@@ -777,7 +777,7 @@ export class JsTableHandle implements TableHandle {
       if ((u32[base + MASK_U32]! | u32[base + MASK_U32 + 1]!) !== 0) pinnedSlots++;
     }
     const clients = [0, 0, 0, 0];
-    for (let i = 0; i < MAX_CLIENTS; i++) clients[u32[(CLIENTS_OFFSET + i * CLIENT_SIZE + CLI.WORD) >> 2]! & 3]!++;
+    for (let i = 0; i < MAX_CLIENTS; i++) clients[u32[(CLIENTS_OFFSET + i * CLIENT_SIZE + CLIENT_FIELD.WORD) >> 2]! & 3]!++;
     const producer = Atomics.load(this.u64, HDR.PRODUCER >> 3);
     return {
       slots,

@@ -35,10 +35,18 @@ export const HDR = {
 } as const;
 
 /**
- * THREAD (u32 at 32) is written only by the JavaScript fallback: the worker_threads threadId of the
- * client, for inspection (the native core leaves it 0).
+ * Byte offsets of the fields of a client entry (one of MAX_CLIENTS, CLIENT_SIZE bytes each, from
+ * CLIENTS_OFFSET); the C header names them WP_CLI_*. THREAD (u32 at 32) is written only by the
+ * JavaScript fallback: the worker_threads threadId of the client, for inspection (the native core
+ * leaves it 0).
  */
-export const CLI = { WORD: 0, START_TIME: 8, PID_NS: 16, FLAGS: 24, THREAD: 32, TIME_NS: 40 } as const;
+export const CLIENT_FIELD = { WORD: 0, START_TIME: 8, PID_NS: 16, FLAGS: 24, THREAD: 32, TIME_NS: 40 } as const;
+/**
+ * The client entry's field offsets under their first name, kept for code that imports it from
+ * `waitprep/layout`.
+ * @deprecated Use {@link CLIENT_FIELD}: the same object.
+ */
+export const CLI = CLIENT_FIELD;
 
 /**
  * A client word: state (2 bits) | pid (22 bits) << 2 | serial (40 bits) << 24. In state REAPING
@@ -107,10 +115,10 @@ export const LAYOUT: Readonly<Record<string, number>> = Object.freeze({
   WP_SLOT_DIGEST: SLOT.DIGEST,
   WP_SLOT_META: SLOT.META,
   WP_SLOT_DEVICE: SLOT.DEVICE,
-  WP_CLI_WORD: CLI.WORD,
-  WP_CLI_START_TIME: CLI.START_TIME,
-  WP_CLI_PID_NS: CLI.PID_NS,
-  WP_CLI_TIME_NS: CLI.TIME_NS,
+  WP_CLI_WORD: CLIENT_FIELD.WORD,
+  WP_CLI_START_TIME: CLIENT_FIELD.START_TIME,
+  WP_CLI_PID_NS: CLIENT_FIELD.PID_NS,
+  WP_CLI_TIME_NS: CLIENT_FIELD.TIME_NS,
   WP_SLOT_READY: SLOT_STATE.READY,
   WP_SLOT_EVICTING: SLOT_STATE.EVICTING,
   ADDON_EXCHANGE_WORDS: EXCHANGE.WORDS,
