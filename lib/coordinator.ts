@@ -37,8 +37,9 @@ import type {
   WaitAdmission,
   WaitOptions,
   WaitStatus,
+  WaitTicket,
   WakeResult,
-  WorkTicket,
+  WorkUnit,
 } from './types.js';
 
 /** Options of {@link WaitCoordinator}. Every bound is explicit; unknown options are rejected. */
@@ -51,14 +52,14 @@ export interface WaitCoordinatorOptions {
   maxWaiting: number;
   /** Most terminal (completed/failed) entries remembered; oldest go first; 0 keeps none. */
   historyLimit: number;
-  /** Clock in milliseconds for `WorkTicket.issuedAt`. Default `performance.now`. */
+  /** Clock in milliseconds for `IssuedWorkUnit.issuedAt`. Default `performance.now`. */
   now?: () => number;
 }
 
-/** Fires a ticket's abort (module-private: only the coordinator aborts units). */
-let abortIssuedWork: (work: IssuedWorkTicket) => void;
-/** Whether a ticket's abort has fired. */
-let wasAborted: (work: IssuedWorkTicket) => boolean;
+/** Fires a unit's abort (module-private: only the coordinator aborts units). */
+let abortIssuedWork: (work: IssuedWorkUnit) => void;
+/** Whether a unit's abort has fired. */
+let wasAborted: (work: IssuedWorkUnit) => boolean;
 
 /**
  * A unit as the coordinator issued it. Its `signal` is made on first read:
@@ -66,7 +67,7 @@ let wasAborted: (work: IssuedWorkTicket) => boolean;
  * looks at it should not pay for it. An abort before the first read yields an
  * already-aborted signal, so nothing is lost either way.
  */
-export class IssuedWorkTicket implements WorkTicket {
+export class IssuedWorkUnit implements WorkUnit {
   /** Unique per coordinator, never reused; `complete` matches on it. */
   readonly id: string;
   /** The artifact to prepare: one complete, independently publishable unit. */
@@ -112,6 +113,9 @@ export class IssuedWorkTicket implements WorkTicket {
   }
 }
 
+/** The contract's name for {@link IssuedWorkUnit}, kept as an alias: the same class type. */
+export type IssuedWorkTicket = IssuedWorkUnit;
+
 const IDLE = 0;
 const QUEUED = 1;
 const IN_FLIGHT = 2;
@@ -137,7 +141,7 @@ interface Demand {
   /** Links in the terminal history list (oldest first) while `outcome` is set. */
   older: Demand | null;
   newer: Demand | null;
-  work: IssuedWorkTicket | null;
+  work: IssuedWorkUnit | null;
 }
 
 /**
@@ -237,7 +241,7 @@ export class WaitCoordinator {
   #closed = false;
   #inBackend = false;
   /** An abort to fire once the current call has left the state consistent. */
-  #pendingAbort: IssuedWorkTicket | null = null;
+  #pendingAbort: IssuedWorkUnit | null = null;
   /** The caller's last grant and its frozen copy, so a reused grant object is not copied per unit. */
   #grantIn: ResourceGrant | null = null;
   #grantCopy: ResourceGrant | null = null;
@@ -381,7 +385,7 @@ export class WaitCoordinator {
    * explicit resource grant (`ERR_GRANT_REQUIRED` without one). Returns `null`
    * while a unit is in flight, when the queue is empty, or after shutdown.
    */
-  beginNext(grant: ResourceGrant): IssuedWorkTicket | null {
+  beginNext(grant: ResourceGrant): IssuedWorkUnit | null {
     this.#enter();
     if (!isObject(grant) || typeof grant.worker !== 'string' || grant.worker.length === 0 ||
         typeof grant.grant !== 'string' || grant.grant.length === 0) {
@@ -391,7 +395,7 @@ export class WaitCoordinator {
     if (this.#closed || this.#inFlight !== null || demand === null) return null;
     this.#unlink(demand);
     demand.state = IN_FLIGHT;
-    const work = new IssuedWorkTicket(`${this.#prefix}u${(this.#nextWork++).toString(36)}`, demand, this.#copyGrant(grant), this.#now());
+    const work = new IssuedWorkUnit(`${this.#prefix}u${(this.#nextWork++).toString(36)}`, demand, this.#copyGrant(grant), this.#now());
     demand.work = work;
     this.#inFlight = demand;
     this.#issued++;
@@ -413,12 +417,12 @@ export class WaitCoordinator {
    * Reports the outcome of an issued unit. Only the currently issued unit
    * (matched by `id`) applies; anything else is `'stale'` and changes nothing.
    */
-  complete(work: WorkTicket, outcome: Outcome): 'applied' | 'stale' {
+  complete(work: WorkUnit, outcome: Outcome): 'applied' | 'stale' {
     this.#enter();
     if (!isObject(outcome) || (outcome.ok !== true && (outcome.ok !== false || !('error' in outcome)))) {
       throw invalidArgument('outcome', '{ ok: true } or { ok: false, error }', outcome);
     }
-    if (!isObject(work)) throw invalidArgument('work', 'a WorkTicket from beginNext()', work);
+    if (!isObject(work)) throw invalidArgument('work', 'a WorkUnit from beginNext()', work);
     const demand = this.#inFlight;
     if (demand === null || demand.work === null || demand.work.id !== work.id) {
       this.#staleEvents++;
@@ -459,22 +463,16 @@ export class WaitCoordinator {
 
   /**
    * The agent woke: remove its consumer and, for a current ticket, try to pin
-   * a ready artifact. Never waits for preparation and never runs it.
+   * a ready artifact. Never waits for preparation and never runs it. A stale
+   * or unknown ticket (a number or bigint among them: tickets are strings) is
+   * a `stale-ticket` miss; a value that is no primitive ticket throws
+   * `ERR_INVALID_ARGUMENT`.
    */
-  onWake(ticket: string): WakeResult {
+  onWake(ticket: WaitTicket): WakeResult {
     this.#enter();
-    if (typeof ticket !== 'string' && typeof ticket !== 'bigint') throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
+    const record = typeof ticket === 'string' ? this.#find(ticket) : notIssuedHere(ticket);
     this.#wakes++;
-    const record = this.#find(ticket);
-    if (record === undefined) {
-      this.#staleEvents++;
-      const stale = this.#miss(MISS_STALE.reason);
-      if (wakeChannel.hasSubscribers) {
-        wakeChannel.publish({ ticket, result: 'miss', reason: stale.reason, key: null, consumer: null, readiness: null } satisfies WakeMessage);
-      }
-      if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'onWake', id: ticket } satisfies StaleMessage);
-      return stale;
-    }
+    if (record === undefined) return this.#staleWake(ticket);
     const { key, want } = record.demand!;
     const consumer = record.consumer!;
     this.#release(record);
@@ -497,11 +495,14 @@ export class WaitCoordinator {
     return result;
   }
 
-  /** Removes that consumer only; shared work stays for the others. False for a stale ticket. */
-  onCancel(ticket: string): boolean {
+  /**
+   * Removes that consumer only; shared work stays for the others. False for a
+   * stale or unknown ticket (a number or bigint among them); a value that is
+   * no primitive ticket throws `ERR_INVALID_ARGUMENT`.
+   */
+  onCancel(ticket: WaitTicket): boolean {
     this.#enter();
-    if (typeof ticket !== 'string' && typeof ticket !== 'bigint') throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
-    const record = this.#find(ticket);
+    const record = typeof ticket === 'string' ? this.#find(ticket) : notIssuedHere(ticket);
     if (record === undefined) {
       this.#staleEvents++;
       if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'onCancel', id: ticket } satisfies StaleMessage);
@@ -544,7 +545,7 @@ export class WaitCoordinator {
    * `null`; wakes, cancels and completions still apply. Neither waits for nor
    * kills workers. Calling it again reports the current state.
    */
-  shutdown(): { drained: boolean; inFlight: IssuedWorkTicket | null } {
+  shutdown(): { drained: boolean; inFlight: IssuedWorkUnit | null } {
     this.#enter();
     this.#closed = true;
     const result = { drained: this.#inFlight === null, inFlight: this.#inFlight?.work ?? null };
@@ -584,10 +585,10 @@ export class WaitCoordinator {
   }
 
   /**
-   * The unit in flight, or `null`: for a driver that lost its ticket (a worker
+   * The unit in flight, or `null`: for a driver that lost its unit (a worker
    * crashed) and must still report it with `complete`.
    */
-  get inFlight(): IssuedWorkTicket | null {
+  get inFlight(): IssuedWorkUnit | null {
     return this.#inFlight?.work ?? null;
   }
 
@@ -680,11 +681,22 @@ export class WaitCoordinator {
     return record;
   }
 
+  /** A wake whose ticket names no current wait: a `stale-ticket` miss, and nothing else changes. */
+  #staleWake(ticket: WaitTicket | number | bigint): Miss {
+    this.#staleEvents++;
+    const stale = this.#miss(MISS_STALE.reason);
+    if (wakeChannel.hasSubscribers) {
+      wakeChannel.publish({ ticket, result: 'miss', reason: stale.reason, key: null, consumer: null, readiness: null } satisfies WakeMessage);
+    }
+    if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'onWake', id: ticket } satisfies StaleMessage);
+    return stale;
+  }
+
   /** The current wait a ticket names, or `undefined` for a stale, foreign or malformed one. */
-  #find(ticket: string | bigint): WaitRecord | undefined {
+  #find(ticket: WaitTicket): WaitRecord | undefined {
     const prefix = this.#prefix;
     const at = prefix.length;
-    if (typeof ticket !== 'string' || ticket.length <= at + INDEX_DIGITS || !ticket.startsWith(prefix)) return undefined;
+    if (ticket.length <= at + INDEX_DIGITS || !ticket.startsWith(prefix)) return undefined;
     let index = 0;
     for (let i = at; i < at + INDEX_DIGITS; i++) {
       const ch = ticket.charCodeAt(i);
@@ -800,7 +812,9 @@ export class WaitCoordinator {
 /**
  * Why a lease the backend returned cannot be handed to the engine, or `null`
  * when it can: it must be open, name this key, readiness and consumer, and
- * carry a slot, generation and metadata.
+ * carry a slot, a slot generation and metadata. The slot generation is read as
+ * `generation`, the contract's name, which every backend gives; the package's
+ * own `slotGeneration` is not required, so a third-party lease needs none.
  */
 function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, consumer: Consumer): string | null {
   if (!key.equals(lease.key)) return MISS_IDENTITY.reason;
@@ -816,6 +830,18 @@ function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, co
     owner.request === consumer.request &&
     owner.generation === consumer.generation;
   return wellFormed ? null : MISS_BACKEND_ERROR.reason;
+}
+
+/**
+ * The lookup for a ticket that is not a string: every coordinator issues
+ * strings, so none names a wait here. A bigint or a safe-integer number (the
+ * other primitive forms the contract lets a caller hold a ticket in) is an
+ * unknown ticket, `undefined`, without a lookup; anything else is no ticket at
+ * all and throws `ERR_INVALID_ARGUMENT`.
+ */
+function notIssuedHere(ticket: unknown): undefined {
+  if (typeof ticket === 'bigint' || Number.isSafeInteger(ticket)) return undefined;
+  throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
 }
 
 /** A frozen copy of a consumer, or `ERR_INVALID_ARGUMENT` naming the bad field. */

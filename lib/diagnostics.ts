@@ -62,8 +62,8 @@ export interface WaitMessage {
 
 /** Published on `waitprep:wake`, after the backend call (and any lease check) finished. */
 export interface WakeMessage {
-  /** The ticket as passed (a stale one may be any string or a bigint). */
-  ticket: string | bigint;
+  /** The ticket as passed (a stale one may be any string, a bigint or a safe-integer number). */
+  ticket: string | number | bigint;
   result: 'hit' | 'miss';
   /** The miss reason (`stale-ticket` for a stale ticket); `null` for a hit. */
   reason: string | null;
@@ -85,7 +85,7 @@ export interface CancelMessage {
 
 /** Published on `waitprep:begin` when a unit was issued. */
 export interface BeginMessage {
-  /** The work ticket's id. */
+  /** The issued unit's id. */
   work: string;
   /** The unit's key (hex). */
   key: string;

@@ -11,7 +11,7 @@ export {
   type ArtifactKeyPlainFields,
   type ArtifactKeySource,
 } from './key.js';
-export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkTicket } from './coordinator.js';
+export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
 export type { MissReason } from './miss-reasons.js';
 export {
@@ -73,8 +73,10 @@ export type {
   WaitAdmission,
   WaitOptions,
   WaitStatus,
+  WaitTicket,
   WakeResult,
   WorkTicket,
+  WorkUnit,
 } from './types.js';
 export {
   generateTrace,

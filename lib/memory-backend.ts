@@ -44,6 +44,11 @@ class MemoryLease implements Lease {
     this.#backend = backend;
   }
 
+  /** The slot generation, `generation` under the name that says whose it is (a getter: no second field). */
+  get slotGeneration(): number {
+    return this.generation;
+  }
+
   get closed(): boolean {
     return this.#entry === null;
   }

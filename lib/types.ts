@@ -48,9 +48,20 @@ export interface Lease {
   readonly consumer: Consumer;
   /** The readiness the pin was checked for. */
   readonly readiness: Readiness;
-  /** The backend's slot and its generation: together they name this artifact and no later one. */
+  /** The backend's slot: with its slot generation it names this artifact and no later one. */
   readonly slot: number;
+  /**
+   * The slot generation under the contract's name: it advances each time the
+   * slot is reused. Not the request generation, which is `consumer.generation`.
+   * Every backend gives it; read this one in code meant for any backend.
+   */
   readonly generation: bigint | number;
+  /**
+   * The same slot generation under a name that says whose it is. The
+   * package's own leases (the lease table's, `InMemoryBackend`'s) carry it; a
+   * third-party backend's lease may carry only `generation`.
+   */
+  readonly slotGeneration?: bigint | number;
   /** Plain metadata the backend published (size, location, codec…); never the bytes. */
   readonly meta: Readonly<Record<string, unknown>>;
   /** True once `close()` ran. */
@@ -78,8 +89,13 @@ export interface ResourceGrant {
   readonly grant: string;
 }
 
-/** One issued unit of preparation: one complete, independently publishable artifact. */
-export interface WorkTicket {
+/**
+ * One issued unit of preparation: one complete, independently publishable
+ * artifact. Not to be confused with the wait's {@link WaitTicket}: a unit is
+ * what a worker prepares and reports with `complete`, a ticket what an engine
+ * wakes or cancels with.
+ */
+export interface WorkUnit {
   /** Unique per coordinator, never reused. */
   readonly id: string;
   /** The artifact to prepare. */
@@ -94,14 +110,25 @@ export interface WorkTicket {
   readonly signal: AbortSignal;
 }
 
+/** The contract's name for {@link WorkUnit}, kept as an alias: the same type. */
+export type WorkTicket = WorkUnit;
+
 /** See docs/coordinator.md for what each status means. */
 export type WaitStatus = 'queued' | 'joined' | 'in-flight' | 'completed' | 'failed' | 'overloaded' | 'rejected';
+
+/**
+ * The ticket `onWait` issues for an admitted wait. This coordinator issues
+ * strings (the contract allows any primitive, so it can be logged and cross a
+ * process boundary); treat it as opaque and hand it back to `onWake` or
+ * `onCancel` of the coordinator that issued it.
+ */
+export type WaitTicket = string;
 
 /** What `onWait` decided. `ticket` is present for every admitted wait. */
 export interface WaitAdmission {
   readonly status: WaitStatus;
   /** Present for every admitted wait; pass it to `onWake` / `onCancel`. */
-  readonly ticket?: string;
+  readonly ticket?: WaitTicket;
   /** For `overloaded` and `rejected`: why. */
   readonly reason?: string;
 }

@@ -60,7 +60,7 @@ describe('WaitCoordinator: beginNext requires an explicit resource grant', () =>
   });
 });
 
-describe('WaitCoordinator: the issued WorkTicket', () => {
+describe('WaitCoordinator: the issued WorkUnit', () => {
   it('carries id, key, readiness, target, signal and the grant it was issued against', () => {
     const { coord } = setup();
     coord.onWait(consumer(1), makeKey(1));

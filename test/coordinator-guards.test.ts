@@ -347,7 +347,12 @@ describe('WaitCoordinator: bad input is an error, never silently accepted', () =
   });
 
   describe('tickets and keys elsewhere', () => {
-    for (const [name, ticket] of [['undefined', undefined], ['null', null], ['a number', 1], ['an object', {}]] as Array<[string, unknown]>) {
+    // A bigint or safe-integer number is a stale ticket (coordinator-stale); these are no ticket at all.
+    const notTickets: Array<[string, unknown]> = [
+      ['undefined', undefined], ['null', null], ['a fractional number', 1.5], ['NaN', NaN], ['a number past 2^53', 2 ** 53],
+      ['a boolean', true], ['a symbol', Symbol('ticket')], ['an object', {}],
+    ];
+    for (const [name, ticket] of notTickets) {
       it(`onWake and onCancel with ${name} throw ERR_INVALID_ARGUMENT and count nothing`, () => {
         const { coord } = setup();
         ticketOf(coord.onWait(consumer(1), makeKey(1)));

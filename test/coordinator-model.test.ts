@@ -24,7 +24,7 @@ import {
   type DeviceTarget,
   type Lease,
   type WaitStatus,
-  type WorkTicket,
+  type WorkUnit,
 } from '../lib/index.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ interface MInFlight {
   id: string;
   k: number;
   want: Want;
-  work: WorkTicket;
+  work: WorkUnit;
   aborted: boolean;
   /** The test has read `work.signal` and listens for its abort. */
   observed: boolean;
@@ -341,11 +341,11 @@ class Run {
   readonly model: Model;
   readonly lastGen = new Map<string, number>();
   readonly allTickets: string[] = [];
-  readonly works: Array<{ work: WorkTicket; abortEvents: number; finalAborted: boolean | null }> = [];
+  readonly works: Array<{ work: WorkUnit; abortEvents: number; finalAborted: boolean | null }> = [];
   readonly closedLeases: Lease[] = [];
   readonly abortLog: Array<Pick<CoordinatorStats, 'waiting' | 'queued' | 'inFlight' | 'historySize'>> = [];
   readonly foreignTicket: string;
-  readonly foreignWork: WorkTicket;
+  readonly foreignWork: WorkUnit;
 
   constructor(readonly cfg: Config) {
     this.coord = new WaitCoordinator({ backend: this.backend, maxQueued: cfg.maxQueued, maxWaiting: cfg.maxWaiting, historyLimit: cfg.historyLimit });
@@ -461,7 +461,7 @@ class Run {
           if (cmd.how === 'ok' || !current.aborted) model.remember(current.id, cmd.how === 'ok' ? 'completed' : 'failed');
           break;
         }
-        let work: WorkTicket;
+        let work: WorkUnit;
         const old = this.works.filter((r) => r.work !== current?.work);
         if (cmd.how === 'foreign') work = this.foreignWork;
         else if (cmd.how === 'forged' || old.length === 0) {

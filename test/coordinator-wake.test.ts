@@ -39,6 +39,7 @@ describe('WaitCoordinator: ready-pin lifetime', () => {
     expect(lease.readiness).toBe('host');
     expect(lease.consumer).toMatchObject(consumer(1));
     expect(lease.meta).toEqual({ bytes: 4096 });
+    expect(lease.slotGeneration).toBe(lease.generation);
     expect(lease.closed).toBe(false);
     expect(backend.pins(key)).toBe(1);
     expect(backend.leasesOpen).toBe(1);
@@ -305,6 +306,8 @@ describe('WaitCoordinator: backend faults', () => {
 
   it('a matching lease from a hand-written backend is returned as is', () => {
     const good = fakeLease({ key: makeKey(1) });
+    // A third-party lease names its slot generation `generation` only (contract §4).
+    expect('slotGeneration' in good).toBe(false);
     const coord = withBackend({ tryPinReady: () => good });
     const t = ticketOf(coord.onWait(consumer(1), makeKey(1)));
     const woke = coord.onWake(t);
@@ -388,6 +391,7 @@ describe('WaitCoordinator: what a wake accepts from the backend', () => {
     ['without meta', { meta: undefined as never }],
     ['without a slot', { slot: undefined as never }],
     ['with a string generation', { generation: '1' as never }],
+    ['with a slotGeneration but no generation', { generation: undefined as never, slotGeneration: 1 }],
   ];
   for (const [name, fields] of malformed) {
     it(`a lease ${name} is refused as backend-error and released`, () => {

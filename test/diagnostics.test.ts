@@ -144,6 +144,18 @@ describe('diagnostics_channel events', () => {
     ]);
   });
 
+  it('a number or bigint ticket is stale and published as passed', () => {
+    const { coord } = setup();
+    const events = record(coord);
+    coord.onWake(7n as never);
+    coord.onCancel(7 as never);
+    expect(events.map((e) => [e.channel, e.message])).toEqual([
+      ['waitprep:wake', { ticket: 7n, result: 'miss', reason: 'stale-ticket', key: null, consumer: null, readiness: null }],
+      ['waitprep:stale', { call: 'onWake', id: 7n }],
+      ['waitprep:stale', { call: 'onCancel', id: 7 }],
+    ]);
+  });
+
   it('a subscriber may call back into the coordinator: messages come after the call left its state consistent', () => {
     const { coord } = setup();
     const requeued: string[] = [];

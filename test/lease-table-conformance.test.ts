@@ -492,6 +492,9 @@ describe.each(rows)('lease table conformance: %s', (impl, h) => {
       expect(l2.slot).toBe(l1.slot);
       expect(BigInt(l2.generation)).toBe(r2.generation);
       expect(BigInt(l2.generation)).toBeGreaterThan(BigInt(l1.generation));
+      // slotGeneration is the same value under the name that says whose it is.
+      expect(l2.slotGeneration).toBe(l2.generation);
+      expect(l1.slotGeneration).toBe(l1.generation);
       expect(l2.meta).toEqual({ ...META_SEEN, sizeBytes: 8192 });
       l2.close();
     });

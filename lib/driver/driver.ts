@@ -7,7 +7,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { WaitprepError, describe, invalidArgument } from '../errors.js';
-import type { IssuedWorkTicket, WaitCoordinator } from '../coordinator.js';
+import type { IssuedWorkUnit, WaitCoordinator } from '../coordinator.js';
 import type { ResourceGrant } from '../types.js';
 import { isObject, rejectUnknownOptions } from '../internal/validate.js';
 import {
@@ -102,7 +102,7 @@ export type PreparationResult = 'succeeded' | 'failed' | 'crashed' | 'deadline' 
 /** One unit's report, passed to `onSettled` after `complete`. */
 export interface PreparationReport {
   /** The unit. */
-  readonly work: IssuedWorkTicket;
+  readonly work: IssuedWorkUnit;
   /**
    * `succeeded`: `prepare` returned. `failed`: it threw (including a stop at a
    * safe boundary). `crashed`: the worker died or could not run it (the pool
@@ -144,7 +144,7 @@ export interface PreparationDriverStats {
 
 /** One unit from `beginNext` until its worker stops running. */
 interface Unit {
-  readonly work: IssuedWorkTicket;
+  readonly work: IssuedWorkUnit;
   readonly grant: ResourceGrant;
   readonly flag: Int32Array;
   readonly kill: AbortController | null;
@@ -318,7 +318,7 @@ export class PreparationDriver {
 
   #begin(grant: ResourceGrant | null): void {
     if (grant === null || grant === undefined) return;
-    let work: IssuedWorkTicket | null;
+    let work: IssuedWorkUnit | null;
     try {
       // The queue may have emptied, or the driver closed, while an asynchronous grant came.
       work = this.#closed || this.#current !== null ? null : this.#coordinator.beginNext(grant);
@@ -334,7 +334,7 @@ export class PreparationDriver {
     this.#start(work, grant);
   }
 
-  #start(work: IssuedWorkTicket, grant: ResourceGrant): void {
+  #start(work: IssuedWorkUnit, grant: ResourceGrant): void {
     const flag = new Int32Array(new SharedArrayBuffer(FLAG_WORDS * Int32Array.BYTES_PER_ELEMENT));
     const unit: Unit = {
       work,
@@ -444,7 +444,7 @@ function raise(flag: Int32Array, state: number): void {
  * and a SHA-256 per unit on every worker thread); `prepare` reads fields from
  * the plain form, and forwards or decodes the wire form when it needs a key.
  */
-function taskOf(work: IssuedWorkTicket): PreparationTask {
+function taskOf(work: IssuedWorkUnit): PreparationTask {
   const { key, target } = work;
   return {
     id: work.id,

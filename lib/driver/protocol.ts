@@ -21,7 +21,7 @@ import type { ResourceGrant } from '../types.js';
  * `decodeArtifactKey(task.keyBytes)` (whose `hex` equals `keyHex`).
  */
 export interface PreparationTask {
-  /** The work ticket's id. */
+  /** The issued unit's id. */
   readonly id: string;
   /** The key's digest as 64 lowercase hex characters. */
   readonly keyHex: string;

@@ -121,6 +121,7 @@ class TableLease implements Lease {
   readonly consumer: Consumer;
   readonly readiness: Readiness;
   readonly slot: number;
+  /** The slot generation (the contract's name; `slotGeneration` reads it). */
   readonly generation: number | bigint;
   readonly #sizeBytes: number | bigint;
   readonly #location: number | bigint;
@@ -157,6 +158,14 @@ class TableLease implements Lease {
       codecId: this.#codec,
       representationVersion: this.#codecVersion,
     }));
+  }
+
+  /**
+   * The slot generation, `generation` under the name that says whose it is.
+   * A getter on the prototype, so the wake path stores no second field.
+   */
+  get slotGeneration(): number | bigint {
+    return this.generation;
   }
 
   get closed(): boolean {
