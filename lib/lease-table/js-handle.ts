@@ -32,7 +32,7 @@
  */
 import { isMainThread, threadId } from 'node:worker_threads';
 import type { RawSummary, TableHandle } from './handle.js';
-import { clientIsDead, selfIdentity, type Identity } from './liveness.js';
+import { judgeClient, judgeReaper, reaperNamed, selfIdentity, type Identity, type RegistryEntry } from './liveness.js';
 import {
   CLIENT_FIELD,
   CLIENT_PRODUCER,
@@ -148,10 +148,7 @@ function validName(name: unknown): name is string {
   return /^[A-Za-z0-9._-]+$/.test(name) && name[0] !== '.';
 }
 
-/** same_namespaces: the entry's identity was recorded in our pid and time namespaces. */
-function sameNamespaces(u64: BigUint64Array, entry: number, me: Identity): boolean {
-  return Atomics.load(u64, (entry + CLIENT_FIELD.PID_NS) >> 3) === me.pidNs && Atomics.load(u64, (entry + CLIENT_FIELD.TIME_NS) >> 3) === me.timeNs;
-}
+const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
 
 // ---- the worker-exit safety net ---------------------------------------------------------
 
@@ -480,13 +477,9 @@ export class JsTableHandle implements TableHandle {
         // registered reaper (table.c).
         if (this.client < 0 || !this.reaperIsGone(Number((w >> 2n) & PID_MASK_N), identity)) continue;
       } else {
-        const pid = Number((w >> 2n) & PID_MASK_N);
-        let startTime = 0n; // CLAIMING: no identity yet
-        if (state === CLIENT_STATE.ACTIVE) {
-          if (!sameNamespaces(u64, entry, identity)) continue; // its pid and start time mean nothing here
-          startTime = Atomics.load(u64, (entry + CLIENT_FIELD.START_TIME) >> 3);
-        }
-        if (!clientIsDead(pid, startTime)) continue;
+        // liveness.ts: CLAIMING by its pid alone, ACTIVE within our namespaces only.
+        const recorded = this.registryEntry(i, w);
+        if (judgeClient({ ...recorded, state: state === CLIENT_STATE.ACTIVE ? 'active' : 'claiming' }, identity).liveness !== 'dead') continue;
       }
       // Claim from the exact word found dead, naming ourselves as its reaper.
       const reaping = (w & KEEP_SERIAL) | me | BigInt(CLIENT_STATE.REAPING);
@@ -507,16 +500,24 @@ export class JsTableHandle implements TableHandle {
     return reaped;
   }
 
-  /** reaper_is_gone: the reaper a REAPING word names has left its entry, or its process is dead. */
+  /** reaper_is_gone: the reaper a REAPING word names has left its entry, or its process is dead (liveness.ts judgeReaper). */
   private reaperIsGone(named: number, me: Identity): boolean {
-    if ((named & REAPER_NAMED) === 0) return false; // an unregistered reaper: never taken over
-    const index = named & (MAX_CLIENTS - 1);
-    const serial15 = (named >>> 6) & 0x7fff;
+    const reaper = reaperNamed(named);
+    const held = reaper === 'unregistered' ? undefined : this.registryEntry(reaper.client, Atomics.load(this.u64, this.clientWordIndex(reaper.client)));
+    return judgeReaper(reaper, held, me).liveness === 'dead';
+  }
+
+  /** Client entry `index` as it stands with word `w`: the fields liveness.ts judges. */
+  private registryEntry(index: number, w: bigint): RegistryEntry {
     const entry = CLIENTS_OFFSET + index * CLIENT_SIZE;
-    const w = Atomics.load(this.u64, (entry + CLIENT_FIELD.WORD) >> 3);
-    if (Number(w & CLIENT_STATE_MASK) !== CLIENT_STATE.ACTIVE || Number((w >> SERIAL_SHIFT) & 0x7fffn) !== serial15) return true;
-    if (!sameNamespaces(this.u64, entry, me)) return false;
-    return clientIsDead(Number((w >> 2n) & PID_MASK_N), Atomics.load(this.u64, (entry + CLIENT_FIELD.START_TIME) >> 3));
+    return {
+      state: CLIENT_STATES[Number(w & CLIENT_STATE_MASK)]!,
+      serial: Number(w >> SERIAL_SHIFT),
+      pid: Number((w >> 2n) & PID_MASK_N),
+      startTime: Atomics.load(this.u64, (entry + CLIENT_FIELD.START_TIME) >> 3),
+      pidNamespace: Atomics.load(this.u64, (entry + CLIENT_FIELD.PID_NS) >> 3),
+      timeNamespace: Atomics.load(this.u64, (entry + CLIENT_FIELD.TIME_NS) >> 3),
+    };
   }
 
   private producerWord(): bigint {
