@@ -11,7 +11,7 @@
 //   worker threads cannot use this process's IPC channel to the child, so the worker module
 //   (bin/prepare-worker.js) forwards each unit over a Unix socket the storage worker listens on,
 //   and resolves once the storage worker has published (one connection, one JSON line each way).
-// - The storage worker is its own process (fork, IPC for ready/stats/exit) and the table's single
+// - The storage worker is its own process (fork; its IPC channel carries only 'ready', and 'exit' answered by 'bye' with its counts) and the table's single
 //   producer: it builds a synthetic safetensors-like source from the key, validates its geometry,
 //   copies it to a host arena under /dev/shm, checksums it (SHA-256, first 64 bits), evicts LRU
 //   unpinned artifacts under a byte budget, publishes; it never compresses. See its header.
