@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import * as crypto from 'node:crypto';
 import { WaitprepError, invalidArgument } from './errors.js';
-import { isPlainObject, u64OrNull } from './internal/validate.js';
+import { isPlainObject, u64OrNull, unknownName } from './internal/validate.js';
 
 /**
  * The fields of an artifact's identity, as the runtime knows them. See
@@ -316,7 +316,7 @@ function tokenLayout(value: unknown): Uint32Array {
 function rejectUnknown(object: Record<string, unknown>, known: Set<string>, prefix: string): void {
   for (const name of Reflect.ownKeys(object)) {
     if (typeof name !== 'string' || !known.has(name)) {
-      fail(`${prefix}${String(name)}`, `absent (unknown ${prefix === '' ? 'key' : 'source'} field)`, (object as Record<PropertyKey, unknown>)[name]);
+      throw unknownName(`${prefix}${String(name)}`, prefix === '' ? 'key field' : 'source field', known, (object as Record<PropertyKey, unknown>)[name], 'ERR_INVALID_KEY');
     }
   }
 }

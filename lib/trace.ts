@@ -7,7 +7,7 @@
  */
 import { WaitprepError, describe, invalidArgument } from './errors.js';
 import { nearestRank } from './internal/stats.js';
-import { isPlainObject, rejectUnknownOptions } from './internal/validate.js';
+import { isPlainObject, rejectUnknownOptions, unknownName } from './internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 
 /** The nearest-rank percentile the trace summary uses, for reports over a replay's samples. */
@@ -339,7 +339,7 @@ export function keyFromSpec(spec: KeySpec, base?: Partial<TraceKeyBase>): Artifa
   const b = { ...TRACE_KEY_BASE };
   if (base !== undefined) {
     for (const name of Object.keys(base)) {
-      if (!(name in TRACE_KEY_BASE)) throw bad(`base.${name}`, `absent (known: ${Object.keys(TRACE_KEY_BASE).join(', ')})`, base[name as keyof TraceKeyBase], '');
+      if (!(name in TRACE_KEY_BASE)) throw unknownName(`base.${name}`, 'field', Object.keys(TRACE_KEY_BASE), base[name as keyof TraceKeyBase]);
     }
     Object.assign(b, base);
   }
@@ -739,7 +739,7 @@ function bad(field: string, expected: string, got: unknown, where: string): Wait
 
 function rejectUnknown(object: Record<string, unknown>, known: Set<string>, prefix: string, where: string): void {
   for (const name of Object.keys(object)) {
-    if (!known.has(name)) throw bad(`${prefix}${name}`, `absent (known fields: ${[...known].join(', ')})`, object[name], where);
+    if (!known.has(name)) throw unknownName(`${prefix}${name}`, 'field', known, object[name], 'ERR_INVALID_ARGUMENT', where);
   }
 }
 

@@ -112,6 +112,10 @@ describe('artifactKey validation', () => {
     expectInvalid(withTop({ digest: 'abc' }), 'digest');
     expectInvalid(withSource({ temperature: '0.7' }), 'source.temperature');
     expectInvalid(withSource({ Task: 'summarise-ticket' }), 'source.Task');
+    // The one wording for an unknown name (options and fields alike), naming the known ones.
+    expect(() => artifactKey(withTop({ tenant: 'tenant-42' }))).toThrow(
+      'Expected `tenant` to be absent (unknown key field; known key fields: source, sourcePageGeneration, codec, codecConfig, representationVersion), got "tenant-42" (string)',
+    );
   });
 
   it('rejects lone surrogates in every string field', () => {

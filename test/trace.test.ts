@@ -288,6 +288,7 @@ describe('keyFromSpec', () => {
     expect(errorOf(() => keyFromSpec({ ...spec, tokens: [{ seed: 's', length: MAX_SPEC_TOKENS + 1 }] })).field).toBe('spec.tokens[0].length');
     expect(errorOf(() => keyFromSpec({ ...spec, tokens: [{ seed: 's', length: MAX_SPEC_TOKENS }, [1]] })).field).toBe('spec.tokens');
     expect(errorOf(() => keyFromSpec(spec, { modle: 'x' } as never)).field).toBe('base.modle');
+    expect(errorOf(() => keyFromSpec(spec, { modle: 'x' } as never)).message).toMatch(/^Expected `base\.modle` to be absent \(unknown field; known fields: snapshotKind, /);
   });
 });
 

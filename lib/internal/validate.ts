@@ -3,7 +3,7 @@
  * Nothing here knows a domain type: consumers, grants and device targets are
  * checked where they are defined.
  */
-import { invalidArgument } from '../errors.js';
+import { invalidArgument, type WaitprepError, type WaitprepErrorCode } from '../errors.js';
 
 /** The largest u64. */
 const U64_MAX = (1n << 64n) - 1n;
@@ -39,15 +39,22 @@ export function u64OrNull(value: unknown): bigint | null {
 }
 
 /**
- * Throws `ERR_INVALID_ARGUMENT` for the first own key of `options` that is not
- * in `known`. Its field is `${path}.${name}` (`name` alone when `path` is
- * empty), and every options object says it the same way:
+ * The one error for a name that is not among the known ones, options and fields alike, so every
+ * refusal reads the same way:
  * ``Expected `options.prefix` to be absent (unknown option; known options: registry, table, labels), got "x" (string)``.
+ * `noun` says what the name is (`option`, `field`, `key field`, ...).
+ */
+export function unknownName(field: string, noun: string, known: Iterable<string>, got: unknown, code: WaitprepErrorCode = 'ERR_INVALID_ARGUMENT', where = ''): WaitprepError {
+  return invalidArgument(field, `absent (unknown ${noun}; known ${noun}s: ${[...known].join(', ')})`, got, code, where);
+}
+
+/**
+ * Throws `ERR_INVALID_ARGUMENT` ({@link unknownName}) for the first own key of `options` that is
+ * not in `known`. Its field is `${path}.${name}` (`name` alone when `path` is empty).
  */
 export function rejectUnknownOptions(options: object, known: ReadonlySet<string>, path: string): void {
   for (const name of Object.keys(options)) {
     if (known.has(name)) continue;
-    const field = path === '' ? name : `${path}.${name}`;
-    throw invalidArgument(field, `absent (unknown option; known options: ${[...known].join(', ')})`, (options as Record<string, unknown>)[name]);
+    throw unknownName(path === '' ? name : `${path}.${name}`, 'option', known, (options as Record<string, unknown>)[name]);
   }
 }
