@@ -13,7 +13,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { artifactKey, encodeArtifactKey, WaitprepError } from '../dist/index.js';
+import { artifactKey, encodeArtifactKey, WaitprepError } from 'waitprep';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const outPath = join(root, 'test', 'vectors', 'keys.json');
