@@ -111,8 +111,12 @@ function livenessLabel({ liveness, reason }) {
   return reason === 'reaper-unregistered' ? 'unknown' : 'other-namespace';
 }
 
-/** The report of one inspection, without the inspector's own client entry. */
-function buildReport(name, table, view) {
+/**
+ * One inspection of `table`: its report, without the inspector's own client entry, and the
+ * judgement it was built from (judgeInspection's, which says why a reap is needed).
+ */
+function look(name, table) {
+  const view = table.inspect();
   const self = table.clientIndex;
   const judged = judgeInspection(view, { exclude: self });
   // A REAPING entry shows its reaper's pid and is judged by its reaper, as the core does.
@@ -138,7 +142,7 @@ function buildReport(name, table, view) {
     };
   });
   const producer = view.producer === null ? null : holder(view.producer);
-  return {
+  const report = {
     table: name,
     path: `/dev/shm/${name}`,
     abiVersion: view.abiVersion,
@@ -155,6 +159,7 @@ function buildReport(name, table, view) {
     needsReap: judged.needsReap,
     exitCode: judged.needsReap ? EXIT.NEEDS_REAP : EXIT.HEALTHY,
   };
+  return { report, judged };
 }
 
 /** JSON with bigints as decimal strings. */
@@ -175,7 +180,7 @@ function holderText(h) {
   return `client ${h.client} (pid ${h.pid ?? '?'}, ${h.liveness})`;
 }
 
-function humanReport(r) {
+function humanReport(r, judged) {
   const lines = [];
   lines.push(`lease table ${r.table} (${r.path}): ABI version ${r.abiVersion}, capacity ${r.capacity} slots, segment ${r.segmentSize} bytes`);
   lines.push(r.producer === null
@@ -230,11 +235,11 @@ function humanReport(r) {
       ' (a reap whose reaper is gone is taken over by the next reap; one by an unregistered reaper never is: if it persists, drain and recreate the table)');
   }
   lines.push('');
-  if (r.needsReap) {
+  if (judged.needsReap) {
     const why = [
-      r.deadPins.length > 0 ? `${r.deadPins.length} pin(s) held by dead clients` : null,
-      r.producer?.liveness === 'dead' ? `the producer (pid ${r.producer.pid}) is dead` : null,
-      r.clients.some((c) => c.state === 'reaping' && c.liveness === 'dead') ? 'a reap whose reaper is gone' : null,
+      judged.deadPins.length > 0 ? `${judged.deadPins.length} pin(s) held by dead clients` : null,
+      judged.deadProducer ? `the producer (pid ${r.producer.pid}) is dead` : null,
+      judged.goneReaper ? 'a reap whose reaper is gone' : null,
     ].filter(Boolean).join(' and ');
     lines.push(`status: needs a reap: ${why}; run \`waitprep reap ${r.table}\``);
   } else {
@@ -274,17 +279,17 @@ async function runCommand(command, args, body) {
 /** `waitprep inspect <table> [--json]`. */
 export function inspect(args) {
   return runCommand('inspect', args, (name, table) => {
-    const report = buildReport(name, table, table.inspect());
-    return { report, human: humanReport(report), exit: report.exitCode };
+    const { report, judged } = look(name, table);
+    return { report, human: humanReport(report, judged), exit: report.exitCode };
   });
 }
 
 /** `waitprep reap <table> [--json]`: releases the pins and entries of dead clients, and a dead producer's role. */
 export function reap(args) {
   return runCommand('reap', args, (name, table) => {
-    const before = buildReport(name, table, table.inspect());
+    const before = look(name, table).report;
     const reaped = table.reapDeadClients();
-    const after = buildReport(name, table, table.inspect());
+    const after = look(name, table).report;
     // An entry reaped is one present before (same index and serial) and gone after; a client
     // that closed normally in between would look the same, so only those judged dead count.
     const remaining = new Set(after.clients.map((c) => `${c.index}:${c.serial}`));

@@ -62,9 +62,15 @@ export const MISS: Readonly<Record<MissReason, Miss>> = Object.freeze(
  * below that which is not a miss (and which the caller handles first), reads
  * `contended`, as any status beyond the array does where it is read.
  */
-export const MISS_BY_STATUS: readonly Miss[] = Object.freeze(
-  Array.from({ length: Math.max(...Object.keys(TABLE_MISS_REASON).map(Number)) + 1 }, (_, status) => {
+export const MISS_BY_STATUS: readonly Miss[] = Object.freeze(missByStatus());
+
+function missByStatus(): Miss[] {
+  const last = Math.max(...Object.keys(TABLE_MISS_REASON).map(Number));
+  // Filled in order by push: PACKED_ELEMENTS by construction (frozen: PACKED_FROZEN_ELEMENTS, %DebugPrint).
+  const misses: Miss[] = [];
+  for (let status = 0; status <= last; status++) {
     const reason = TABLE_MISS_REASON[status];
-    return reason === undefined ? MISS.contended : MISS[reason];
-  }),
-);
+    misses.push(reason === undefined ? MISS.contended : MISS[reason]);
+  }
+  return misses;
+}

@@ -1,5 +1,5 @@
-import { CLIENT_STATE, CLIENT_WORD, CLIENT_FIELD, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
-import { holdsReaper, judgeClient, judgeReaper, reaperNamed, selfIdentity, type LivenessJudgement, type ReaperName } from './liveness.js';
+import { CLIENT_STATE, CLIENT_STATES, CLIENT_WORD, CLIENT_FIELD, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
+import { holdsReaper, judgeClient, judgeReaper, reaperNamed, selfIdentity, type LivenessJudgement, type ReaperName, type RecordedClient } from './liveness.js';
 
 /** One registered client as the segment records it. */
 export interface ClientInspection {
@@ -121,7 +121,7 @@ export function judgeInspection(view: TableInspection, options: { exclude?: numb
   for (const entry of view.clients) {
     if (entry.index === options.exclude) continue;
     if (entry.state !== 'reaping') {
-      judged.set(entry.index, { entry, judgement: judgeClient({ ...entry, state: entry.state }, me), reaperPid: null });
+      judged.set(entry.index, { entry, judgement: judgeClient(entry as RecordedClient, me), reaperPid: null });
       continue;
     }
     const reaper = entry.reaper ?? 'unregistered';
@@ -148,7 +148,6 @@ function pidBits(word: bigint): number {
   return Number((word >> BigInt(CLIENT_WORD.PID_SHIFT)) & BigInt(CLIENT_WORD.PID_MASK));
 }
 
-const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
 const SLOT_STATES = ['free', 'reserved', 'ready', 'evicting'] as const;
 
 /**

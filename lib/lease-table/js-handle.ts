@@ -32,12 +32,13 @@
  */
 import { isMainThread, threadId } from 'node:worker_threads';
 import type { RawSummary, TableHandle } from './handle.js';
-import { judgeClient, judgeReaper, reaperNamed, selfIdentity, type Identity, type RegistryEntry } from './liveness.js';
+import { judgeClient, judgeReaper, reaperNamed, selfIdentity, type Identity, type RecordedClient, type RegistryEntry } from './liveness.js';
 import {
   CLIENT_FIELD,
   CLIENT_PRODUCER,
   CLIENT_SIZE,
   CLIENT_STATE,
+  CLIENT_STATES,
   CLIENT_WORD,
   CLIENTS_OFFSET,
   HDR,
@@ -147,8 +148,6 @@ function validName(name: unknown): name is string {
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME) return false;
   return /^[A-Za-z0-9._-]+$/.test(name) && name[0] !== '.';
 }
-
-const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
 
 // ---- the worker-exit safety net ---------------------------------------------------------
 
@@ -477,9 +476,9 @@ export class JsTableHandle implements TableHandle {
         // registered reaper (table.c).
         if (this.client < 0 || !this.reaperIsGone(Number((w >> 2n) & PID_MASK_N), identity)) continue;
       } else {
-        // liveness.ts: CLAIMING by its pid alone, ACTIVE within our namespaces only.
-        const recorded = this.registryEntry(i, w);
-        if (judgeClient({ ...recorded, state: state === CLIENT_STATE.ACTIVE ? 'active' : 'claiming' }, identity).liveness !== 'dead') continue;
+        // liveness.ts: CLAIMING by its pid alone, ACTIVE within our namespaces only (the entry's
+        // state is one of the two here: FREE and REAPING are handled above).
+        if (judgeClient(this.registryEntry(i, w) as RecordedClient, identity).liveness !== 'dead') continue;
       }
       // Claim from the exact word found dead, naming ourselves as its reaper.
       const reaping = (w & KEEP_SERIAL) | me | BigInt(CLIENT_STATE.REAPING);

@@ -42,19 +42,14 @@ export const HDR = {
  */
 export const CLIENT_FIELD = { WORD: 0, START_TIME: 8, PID_NS: 16, FLAGS: 24, THREAD: 32, TIME_NS: 40 } as const;
 /**
- * The client entry's field offsets under their first name, kept for code that imports it from
- * `waitprep/layout`.
- * @deprecated Use {@link CLIENT_FIELD}: the same object.
- */
-export const CLI = CLIENT_FIELD;
-
-/**
  * A client word: state (2 bits) | pid (22 bits) << 2 | serial (40 bits) << 24. In state REAPING
  * the pid bits name the reaper instead: REAPER_NAMED | low 15 serial bits << 6 | client index, or
  * 0 for an unregistered reaper (waitprep.h).
  */
 export const CLIENT_WORD = { PID_SHIFT: 2, PID_MASK: (1 << 22) - 1, SERIAL_SHIFT: 24, REAPER_NAMED: 1 << 21 } as const;
 export const CLIENT_STATE = { FREE: 0, CLAIMING: 1, ACTIVE: 2, REAPING: 3 } as const;
+/** The name of each client state, indexed by its {@link CLIENT_STATE} number (the word's low 2 bits). */
+export const CLIENT_STATES = ['free', 'claiming', 'active', 'reaping'] as const;
 export const CLIENT_PRODUCER = 1;
 
 export const SLOT = { STATE_GEN: 0, PIN_MASK: 8, DIGEST: 16, META: 48, DEVICE: 80 } as const;
