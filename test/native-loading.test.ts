@@ -3,14 +3,24 @@
 // JavaScript fallback.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { implementation, implementationReason, nativeLibraryPath, nativeLoadError } from '../lib/index.js';
 import { LAYOUT, STATUS } from '../lib/lease-table/layout.js';
-import { layoutMismatch } from '../lib/native.js';
+import { layoutMismatch, type NativeAddon } from '../lib/native.js';
 
 const root = join(import.meta.dirname, '..');
+
+/** The addon node-gyp-build finds in this checkout, without the loader's layout check, or why there is none. */
+function loadBuiltAddon(): NativeAddon | Error {
+  try {
+    return (createRequire(import.meta.url)('node-gyp-build') as (dir: string) => NativeAddon)(root);
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}
 
 /** Imports the package built in `dir` in a child, after the CommonJS `preload` script if given. */
 function loadIn(dir: string, env: NodeJS.ProcessEnv = {}, preload?: string): { implementation: string; reason: string; error: string | null } {
@@ -76,9 +86,18 @@ describe('native loading', () => {
     const statuses = Object.fromEntries(Object.entries(STATUS).map(([name, value]) => [`WP_${name}`, value]));
     const check = (table: unknown) => layoutMismatch({ layout: LAYOUT, statuses: table as Record<string, number> });
 
-    it('passes the header’s table', () => {
-      expect(check(statuses)).toBeNull();
-    });
+    // The built addon, loaded here past the loader: nativeAddon is null exactly when this check
+    // failed at load, so only the raw addon can show a build whose table has drifted from STATUS.
+    const built = loadBuiltAddon();
+    if (built instanceof Error) {
+      const reason = `no addon is built (${built.message.split('\n')[0]})`;
+      console.warn(`native-loading: the built addon's status table is not checked: ${reason}`);
+      it.skip(`passes the built addon’s own table: needs a built addon, and ${reason}`, () => {});
+    } else {
+      it('passes the built addon’s own table', () => {
+        expect(check(built.statuses)).toBeNull();
+      });
+    }
     it('names a renumbered status', () => {
       expect(check({ ...statuses, WP_STALE: 25 })).toBe('status WP_STALE is 25 in the addon, 24 in JavaScript');
     });
