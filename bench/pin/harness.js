@@ -1,12 +1,14 @@
 // The bench:pin parent: plans the (implementation, case) pairs from --impl and --case, says why
-// the others are skipped, starts what a store needs beside it (redis-server), runs each pair in a
-// fresh process (`pin.js --run`, case.js), and prints the rows as a table or one JSON object.
+// the others are skipped, installs the peer stores' packages on first use (peers.js), starts what
+// a store needs beside it (redis-server), runs each pair in a fresh process (`pin.js --run`,
+// case.js), and prints the rows as a table or one JSON object.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { benchEnv } from '../common.js';
 import { CASES, ENTRY } from './cases.js';
+import { PEER_STORES, ensurePeers } from './peers.js';
 import { IMPLEMENTATIONS, STORES } from './stores.js';
 
 /** `flag(name)` and `option(name, fallback)` read the command line. */
@@ -22,6 +24,7 @@ export async function main(flag, option) {
   const impls = pick('impl', IMPLEMENTATIONS);
   const cases = pick('case', CASES);
 
+  if (impls.some((impl) => PEER_STORES.includes(impl))) ensurePeers();
   const versions = {};
   const unavailable = {};
   for (const impl of impls) {

@@ -1,12 +1,11 @@
 // bench:pin store `redis`: a hash per artifact in a throwaway redis-server (redis-server.js),
-// pinned and unpinned by Lua scripts through ioredis EVALSHA, one round trip each. ioredis is
-// required only when the store runs, so the bench loads without it.
-import { createRequire } from 'node:module';
+// pinned and unpinned by Lua scripts through ioredis EVALSHA, one round trip each. ioredis comes
+// from bench/peers/ (peers.js) and is required only when the store runs, so the bench loads
+// without it.
 import { benchKey } from '../common.js';
 import { DEVICE_UUID_HEX, META, TARGET } from './cases.js';
+import { requirePeer } from './peers.js';
 import { redisServerVersion, startRedis } from './redis-server.js';
-
-const require = createRequire(import.meta.url);
 
 const PIN_LUA = `
 local h = KEYS[1]
@@ -29,9 +28,9 @@ export function describe() {
   const redisServer = redisServerVersion();
   let ioredis;
   try {
-    ioredis = require('ioredis/package.json').version;
+    ioredis = requirePeer('ioredis/package.json').version;
   } catch {
-    return { unavailable: 'ioredis is not installed' };
+    return { unavailable: 'ioredis is not installed in bench/peers' };
   }
   if (redisServer === null) return { unavailable: 'redis-server is not installed (not on PATH)' };
   return { version: `redis-server ${redisServer} via ioredis ${ioredis}` };
@@ -48,7 +47,7 @@ export async function startServer() {
 
 export async function create(ctx, published) {
   ctx.prefix = `wp:${ctx.table}:`;
-  const Redis = require('ioredis');
+  const Redis = requirePeer('ioredis');
   const client = new Redis({ host: '127.0.0.1', port: ctx.port, lazyConnect: true, maxRetriesPerRequest: 1 });
   await client.connect();
   for (const key of published) {
@@ -83,7 +82,7 @@ export async function openConsumer(ctx) {
   const key = benchKey(ctx.pinIndex);
   const B = ctx.sizes.batch;
   const expectLease = ctx.expect === 'lease';
-  const Redis = require('ioredis');
+  const Redis = requirePeer('ioredis');
   const client = new Redis({ host: '127.0.0.1', port: ctx.port, lazyConnect: true, maxRetriesPerRequest: 1 });
   await client.connect();
   const pinSha = await client.script('LOAD', PIN_LUA);

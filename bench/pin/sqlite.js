@@ -1,19 +1,18 @@
 // bench:pin store `sqlite`: better-sqlite3 on a WAL database file, one UPDATE ... RETURNING per
 // pin (the row must be READY, and match the device target when asked) and one UPDATE per unpin.
-// The module is required only when the store runs, so the bench loads without it.
+// The module comes from bench/peers/ (peers.js) and is required only when the store runs, so the
+// bench loads without it.
 import { rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { benchKey } from '../common.js';
 import { DEVICE_UUID_HEX, META, TARGET } from './cases.js';
-
-const require = createRequire(import.meta.url);
+import { requirePeer } from './peers.js';
 
 export function describe() {
   try {
-    const Database = require('better-sqlite3');
+    const Database = requirePeer('better-sqlite3');
     const db = new Database(':memory:');
-    const version = `better-sqlite3 ${require('better-sqlite3/package.json').version}, SQLite ${db.prepare('SELECT sqlite_version() AS v').get().v}`;
+    const version = `better-sqlite3 ${requirePeer('better-sqlite3/package.json').version}, SQLite ${db.prepare('SELECT sqlite_version() AS v').get().v}`;
     db.close();
     return { version };
   } catch (error) {
@@ -22,7 +21,7 @@ export function describe() {
 }
 
 export function create(ctx, published) {
-  const Database = require('better-sqlite3');
+  const Database = requirePeer('better-sqlite3');
   ctx.db = join(ctx.dir, `${ctx.table}.sqlite`);
   const db = new Database(ctx.db);
   db.pragma('journal_mode = WAL');
@@ -53,7 +52,7 @@ export function openConsumer(ctx) {
   const key = benchKey(ctx.pinIndex);
   const B = ctx.sizes.batch;
   const expectLease = ctx.expect === 'lease';
-  const Database = require('better-sqlite3');
+  const Database = requirePeer('better-sqlite3');
   const db = new Database(ctx.db);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
