@@ -1,4 +1,4 @@
-// The demo's storage worker (bin/storage-worker.js): the lease table's single producer in its own
+// The demo's storage worker (bin/storage-worker.js, its logic in bin/demo/storage.js): the lease table's single producer in its own
 // process. Budget eviction skips pinned artifacts (LRU among the rest), and the metadata it
 // publishes matches the bytes in its arena. Needs the built dist/ (the worker imports it).
 import { fork, type ChildProcess } from 'node:child_process';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
 // @ts-ignore -- plain JavaScript module without type declarations
-import { arenaFile, checksumOf, syntheticSource, validateSafetensors } from '../bin/storage-worker.js';
+import { arenaFile, checksumOf, syntheticSource, validateSafetensors } from '../bin/demo/storage.js';
 
 const WORKER = join(import.meta.dirname, '..', 'bin', 'storage-worker.js');
 const TOKENS = 4_000;

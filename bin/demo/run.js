@@ -39,7 +39,7 @@ import {
   unlinkLeaseTable,
 } from 'waitprep';
 import { nearestRank } from 'waitprep/trace';
-import { serveSocket, startStorage } from '../storage-worker.js';
+import { serveSocket, startStorage } from './storage.js';
 
 const STORAGE_WORKER = join(import.meta.dirname, '..', 'storage-worker.js');
 const PREPARE_WORKER = join(import.meta.dirname, '..', 'prepare-worker.js');

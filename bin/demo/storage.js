@@ -1,0 +1,267 @@
+// The demo's storage logic: what the lease table's single producer does with a request. The
+// storage-worker process (bin/storage-worker.js) runs it over its socket; on the JavaScript
+// fallback, where a table cannot cross processes, the demo runs it in its own process
+// (bin/demo/run.js) on the same socket protocol.
+//
+// Requests come over a Unix socket, one JSON line per request ({ id, keyHex, keyBytes }) and one
+// per reply ({ id, ok, ... }), from the demo's piscina worker threads (bin/prepare-worker.js).
+// `keyBytes` is the key's wire form in base64: its canonical encoding (docs/key-encoding.md), as
+// PreparationTask.keyBytes carries it. It is decoded strictly (decodeArtifactKey, which hashes it
+// once); bytes that are not a key, or whose digest is not the request's keyHex, are refused.
+//
+// What "prepare" means here (a stand-in, nothing is compressed and nothing is a real snapshot):
+//   1. reserve the key's slot (consumers see `preparing` from now on);
+//   2. build a synthetic source snapshot laid out like a safetensors file, deterministically from
+//      the key (syntheticSource): 8-byte little-endian header length, a JSON header
+//      { name: { dtype, shape, data_offsets } }, then the tensor data;
+//   3. validate its geometry (validateSafetensors): header length, dtypes, every tensor's byte
+//      count equals product(shape) * dtype size, offsets in bounds, sorted, non-overlapping and
+//      covering the data section exactly;
+//   4. copy it into the host arena: one file per artifact, `<arena dir>/<location>.safetensors`,
+//      where `location` (published in the meta) is the artifact's number in this worker;
+//   5. checksum the bytes as written (read back from the arena file): SHA-256, first 8 bytes as a
+//      big-endian u64 (checksumOf);
+//   6. under a byte budget, evict least-recently-used unpinned artifacts first (tryEvict returns
+//      'pinned' for a pinned one: it is skipped, never evicted); if only pinned ones are left and
+//      the new artifact still does not fit, the request fails and the slot is abandoned;
+//   7. publish { sizeBytes, location, checksum, codecId: 0 (none), representationVersion }.
+// "Recently used" = published or requested again (a request for a key already published).
+// Dead clients' pins are reaped every 500 ms.
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { decodeArtifactKey } from 'waitprep';
+
+/** Bytes per element of the dtypes the synthetic source uses. */
+const DTYPE_SIZE = { BF16: 2, F16: 2, F32: 4, U8: 1 };
+const LAYERS = 2;
+const HEAD_DIM = 64;
+/** Tokens per row of the synthetic KV tensors. */
+const TOKENS_PER_ROW = 16;
+
+/**
+ * A synthetic source snapshot, laid out like safetensors, made from the key's digest and token
+ * count alone: LAYERS x (k, v) tensors of BF16, shape [ceil(tokens / 16), 64], data from a
+ * xorshift32 stream seeded by the digest.
+ */
+export function syntheticSource(keyHex, tokenCount) {
+  const rows = Math.max(1, Math.ceil(tokenCount / TOKENS_PER_ROW));
+  const header = {};
+  let offset = 0;
+  for (let layer = 0; layer < LAYERS; layer++) {
+    for (const part of ['k', 'v']) {
+      const bytes = rows * HEAD_DIM * DTYPE_SIZE.BF16;
+      header[`layers.${layer}.${part}`] = { dtype: 'BF16', shape: [rows, HEAD_DIM], data_offsets: [offset, offset + bytes] };
+      offset += bytes;
+    }
+  }
+  header.__metadata__ = { key: keyHex, tokens: String(tokenCount) };
+  const json = Buffer.from(JSON.stringify(header));
+  const out = Buffer.alloc(8 + json.length + offset);
+  out.writeBigUInt64LE(BigInt(json.length), 0);
+  json.copy(out, 8);
+  let state = Number.parseInt(keyHex.slice(0, 8), 16) >>> 0 || 1;
+  const data = out.subarray(8 + json.length);
+  const words = Math.floor(data.length / 4);
+  const view = new DataView(data.buffer, data.byteOffset, data.length);
+  for (let i = 0; i < words; i++) {
+    state ^= state << 13;
+    state >>>= 0;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    state >>>= 0;
+    view.setUint32(i * 4, state, true);
+  }
+  return out;
+}
+
+/** Throws unless `buffer` is a well-formed safetensors layout; returns its tensor count and data bytes. */
+export function validateSafetensors(buffer) {
+  if (buffer.length < 8) throw new Error('source: shorter than the 8-byte header length');
+  const headerLength = buffer.readBigUInt64LE(0);
+  if (headerLength > BigInt(buffer.length - 8)) throw new Error(`source: header length ${headerLength} runs past the end`);
+  const dataStart = 8 + Number(headerLength);
+  const header = JSON.parse(buffer.subarray(8, dataStart).toString('utf8'));
+  const dataLength = buffer.length - dataStart;
+  const spans = [];
+  for (const [name, tensor] of Object.entries(header)) {
+    if (name === '__metadata__') continue;
+    const size = DTYPE_SIZE[tensor.dtype];
+    if (size === undefined) throw new Error(`source: tensor ${name} has unknown dtype ${tensor.dtype}`);
+    if (!Array.isArray(tensor.shape) || !tensor.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw new Error(`source: tensor ${name} has a bad shape`);
+    const [begin, end] = tensor.data_offsets ?? [];
+    if (!Number.isSafeInteger(begin) || !Number.isSafeInteger(end) || begin < 0 || end < begin || end > dataLength) {
+      throw new Error(`source: tensor ${name} has offsets out of bounds`);
+    }
+    const want = tensor.shape.reduce((a, b) => a * b, 1) * size;
+    if (end - begin !== want) throw new Error(`source: tensor ${name} spans ${end - begin} bytes, its shape needs ${want}`);
+    spans.push([begin, end, name]);
+  }
+  spans.sort((a, b) => a[0] - b[0]);
+  let at = 0;
+  for (const [begin, end, name] of spans) {
+    if (begin !== at) throw new Error(`source: tensor ${name} starts at ${begin}, expected ${at} (gap or overlap)`);
+    at = end;
+  }
+  if (at !== dataLength) throw new Error(`source: tensors cover ${at} of ${dataLength} data bytes`);
+  return { tensors: spans.length, dataBytes: dataLength };
+}
+
+/** SHA-256 of the bytes, first 8 bytes as a big-endian u64 (a bigint). */
+export function checksumOf(bytes) {
+  return createHash('sha256').update(bytes).digest().readBigUInt64BE(0);
+}
+
+export function arenaFile(arenaDir, location) {
+  return join(arenaDir, `${location}.safetensors`);
+}
+
+/** The request's key, from its wire form; throws unless it is a key whose digest is the request's keyHex. */
+function keyOf(request) {
+  if (typeof request.keyBytes !== 'string') throw new Error('the request has no keyBytes (the key\'s canonical bytes in base64)');
+  const key = decodeArtifactKey(Buffer.from(request.keyBytes, 'base64'));
+  if (key.hex !== request.keyHex) throw new Error(`key bytes hash to ${key.hex}, request says ${request.keyHex}`);
+  return key;
+}
+
+/**
+ * The storage logic over an open producer table. `handle(request)` -> reply. Used by the child
+ * process below, and in-process by the demo on the JavaScript fallback.
+ */
+export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinity, onExitAfter = null, reapMs = 500 }) {
+  mkdirSync(arenaDir, { recursive: true });
+  /** keyHex -> { key, location, sizeBytes }, in least-recently-used-first order. */
+  const resident = new Map();
+  let usedBytes = 0;
+  let nextLocation = 1;
+  const stats = {
+    requests: 0, prepared: 0, preparedBytes: 0, alreadyReady: 0, failed: 0, evicted: 0, evictedBytes: 0,
+    pinnedSkips: 0, reaped: 0, busyMs: 0, budgetBytes,
+  };
+  const reaper = setInterval(() => {
+    try {
+      stats.reaped += table.reapDeadClients();
+    } catch {
+      // closed under us at exit
+    }
+  }, reapMs);
+  reaper.unref();
+
+  function drop(keyHex, entry) {
+    resident.delete(keyHex);
+    usedBytes -= entry.sizeBytes;
+    rmSync(arenaFile(arenaDir, entry.location), { force: true });
+  }
+
+  /** Evicts LRU unpinned artifacts until `need` more bytes fit; false when only pinned ones are left. */
+  function makeRoom(need) {
+    for (const [keyHex, entry] of [...resident]) {
+      if (usedBytes + need <= budgetBytes) return true;
+      const result = table.tryEvict(entry.key);
+      if (result === 'pinned') {
+        stats.pinnedSkips++;
+        continue;
+      }
+      if (result === 'evicted') {
+        stats.evicted++;
+        stats.evictedBytes += entry.sizeBytes;
+      }
+      drop(keyHex, entry);
+    }
+    return usedBytes + need <= budgetBytes;
+  }
+
+  function handle(request) {
+    if (stats.requests >= exitAfter) {
+      process.stderr.write(`storage worker: WAITPREP_STORAGE_EXIT_AFTER=${exitAfter} reached; exiting with code 3 without replying\n`);
+      // In-process (JavaScript fallback) the demo stops itself, cleaning up; a child process just dies.
+      if (onExitAfter === null) process.exit(3);
+      onExitAfter();
+      return { ok: false, error: 'the storage worker stopped' };
+    }
+    stats.requests++;
+    const started = performance.now();
+    let reservation = null;
+    try {
+      const key = keyOf(request);
+      const known = resident.get(key.hex);
+      if (known !== undefined) {
+        // Already published (the coordinator forgot its history): touch it and say so.
+        resident.delete(key.hex);
+        resident.set(key.hex, known);
+        stats.alreadyReady++;
+        return { ok: true, sizeBytes: known.sizeBytes, location: known.location, alreadyReady: true };
+      }
+      reservation = table.reserve(key);
+      const source = syntheticSource(key.hex, key.tokenCount);
+      validateSafetensors(source);
+      if (source.length > budgetBytes) throw new Error(`artifact of ${source.length} bytes exceeds the whole budget of ${budgetBytes}`);
+      if (!makeRoom(source.length)) throw new Error(`over budget: ${usedBytes} of ${budgetBytes} bytes used and every resident artifact is pinned`);
+      const location = nextLocation++;
+      const file = arenaFile(arenaDir, location);
+      writeFileSync(file, source);
+      const checksum = checksumOf(readFileSync(file));
+      table.publish(reservation, { sizeBytes: source.length, location, checksum, codecId: 0, representationVersion: Number(key.representationVersion) });
+      reservation = null;
+      resident.set(key.hex, { key, location, sizeBytes: source.length });
+      usedBytes += source.length;
+      stats.prepared++;
+      stats.preparedBytes += source.length;
+      return { ok: true, sizeBytes: source.length, location, checksum: String(checksum) };
+    } catch (error) {
+      stats.failed++;
+      if (reservation !== null) {
+        try {
+          table.abandon(reservation);
+        } catch {
+          // already gone
+        }
+      }
+      return { ok: false, error: error instanceof Error ? `${error.code ? `${error.code}: ` : ''}${error.message}` : String(error) };
+    } finally {
+      stats.busyMs += performance.now() - started;
+    }
+  }
+
+  function snapshot() {
+    return { ...stats, usedBytes, resident: resident.size };
+  }
+
+  function close() {
+    clearInterval(reaper);
+    rmSync(arenaDir, { recursive: true, force: true });
+  }
+
+  return { handle, stats: snapshot, close };
+}
+
+/** Serves `storage.handle` on a Unix socket: one JSON request per line, one JSON reply per line. */
+export function serveSocket(storage, socketPath) {
+  rmSync(socketPath, { force: true });
+  const server = createServer((socket) => {
+    let buffered = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => {
+      buffered += chunk;
+      let newline;
+      while ((newline = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, newline);
+        buffered = buffered.slice(newline + 1);
+        let reply;
+        try {
+          const request = JSON.parse(line);
+          reply = { id: request.id, ...storage.handle(request) };
+        } catch (error) {
+          reply = { ok: false, error: `bad request: ${error.message}` };
+        }
+        socket.write(JSON.stringify(reply) + '\n');
+      }
+    });
+    socket.on('error', () => {});
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => resolve(server));
+  });
+}
