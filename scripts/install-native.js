@@ -44,10 +44,21 @@ try {
   // cmake-js is a devDependency: absent in a user's install, where node-gyp builds instead.
 }
 
+// Both build paths need a C++ compiler; without one, say so plainly instead of letting a build
+// tool fail with a page of stack traces.
+const compiler = [process.env.CXX, 'c++', 'g++', 'clang++'].find((c) => c && has(c));
+if (compiler === undefined) {
+  note(
+    'no C++ compiler on PATH (c++, g++, clang++ or $CXX): the native addon is not built; the JavaScript fallback will be used. ' +
+      'To build it later, install a compiler and run `npm rebuild waitprep` (in a clone: `npm run build:native`)',
+  );
+  process.exit(0);
+}
+
 const attempts = [];
 if (cmakeJs && has('cmake')) attempts.push(['cmake-js', process.execPath, [cmakeJs, 'compile', '--log-level', 'warn']]);
 const nodeGyp = process.env.npm_config_node_gyp;
-if (nodeGyp && existsSync(nodeGyp)) attempts.push(['node-gyp', process.execPath, [nodeGyp, 'rebuild']]);
+if (nodeGyp && existsSync(nodeGyp) && has('make')) attempts.push(['node-gyp', process.execPath, [nodeGyp, 'rebuild']]);
 
 for (const [label, command, args] of attempts) {
   if (run(label, command, args)) {
@@ -57,7 +68,7 @@ for (const [label, command, args] of attempts) {
 }
 note(
   attempts.length === 0
-    ? 'no native build tool found (cmake-js with cmake, or node-gyp through npm); the JavaScript fallback will be used'
+    ? 'no native build tool found (cmake-js with cmake, or node-gyp through npm with make); the JavaScript fallback will be used'
     : 'the native addon could not be built; the JavaScript fallback will be used',
 );
 process.exit(0);

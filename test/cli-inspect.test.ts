@@ -7,10 +7,11 @@ import { spawnSync } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { artifactKey, implementation } from '../lib/index.js';
+import { artifactKey } from '../lib/index.js';
 import { CLIENT_FIELD, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET } from '../lib/lease-table/layout.js';
 import { keyFields } from './fixtures/lease-stress-common.mjs';
 import { leaseHolders, type Holder } from './children.js';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'waitprep.js');
 const KEY_A = artifactKey(keyFields(0));
@@ -65,7 +66,7 @@ afterEach(async () => {
   for (const file of files.splice(0)) rmSync(file, { force: true });
 });
 
-describe.runIf(implementation === 'native')('waitprep inspect and reap (native, real processes)', () => {
+describe.runIf(runsIf('waitprep inspect and reap (native)', NATIVE))('waitprep inspect and reap (native, real processes)', () => {
   it('shows a SIGKILLed consumer as dead with its pins, reaps it, and is healthy after', async () => {
     const { name, producer, holder, index, slot } = await pinnedByHolder();
 

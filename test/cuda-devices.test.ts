@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { implementation } from '../lib/index.js';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 const root = join(import.meta.dirname, '..');
 const probe = `const m = await import(${JSON.stringify(join(root, 'dist', 'index.js'))}); console.log(JSON.stringify(m.cudaDevices()));`;
@@ -26,7 +27,7 @@ describe('cudaDevices', () => {
     expect(result.reason).toMatch(implementation === 'native' ? /libcuda\.so\.1/ : /addon is not loaded/);
   });
 
-  it.runIf(implementation === 'native' && hasCompiler)('lists the devices of a driver found on LD_LIBRARY_PATH', () => {
+  it.runIf(runsIf('cudaDevices() with a driver on LD_LIBRARY_PATH', NATIVE, [hasCompiler, 'no C compiler (cc) on PATH']))('lists the devices of a driver found on LD_LIBRARY_PATH', () => {
     execFileSync('cc', ['-shared', '-fPIC', '-o', join(scratch, 'libcuda.so.1'), join(root, 'test', 'fixtures', 'fake-libcuda.c')]);
     const result = devicesIn({ LD_LIBRARY_PATH: scratch });
     expect(result.reason).toBeNull();

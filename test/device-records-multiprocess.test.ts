@@ -22,8 +22,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { childWithResult, stepUntilEnded, workerWithResult, type Running } from './children.js';
-import { artifactKey, implementation, nativeLibraryPath, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
+import { artifactKey, nativeLibraryPath, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
 import { LOCATION_BASE, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 const PINNER = join(import.meta.dirname, 'fixtures', 'device-pinner.mjs');
 const KEY_COUNT = 4;
@@ -343,7 +344,7 @@ int main(int argc, char **argv) {
 const hasCompiler = spawnSync('cc', ['--version'], { stdio: 'ignore' }).status === 0;
 const libraryPath = nativeLibraryPath();
 
-describe.runIf(implementation === 'native')('device records: pinner processes vs a producer rewriting them (native)', () => {
+describe.runIf(runsIf('device records (native)', NATIVE))('device records: pinner processes vs a producer rewriting them (native)', () => {
   const pinners = (name: string) =>
     Array.from({ length: PINNERS }, (_, i) => processPinner({ name, keyCount: KEY_COUNT, seed: i + 1, minMs: 2000, maxMs: 8000, targets: TARGETS }));
 
@@ -364,7 +365,7 @@ describe.runIf(implementation === 'native')('device records: pinner processes vs
     report('native', run.finished, `producer (this process): ${run.writes} record writes, evictions ${JSON.stringify(run.outcomes)}`);
   });
 
-  it.runIf(hasCompiler && libraryPath !== null)(
+  it.runIf(runsIf('device records against a C producer', [hasCompiler, 'no C compiler (cc) on PATH'], [libraryPath !== null, 'libwaitprep.so is not built']))(
     `${PINNERS} processes pin device targets while a C producer rewrites the records in a tight loop: same checks`,
     async () => {
       const scratch = mkdtempSync(join(tmpdir(), 'waitprep-devrec-'));

@@ -5,9 +5,10 @@
 // (imports ../../dist/index.js: run `npm run build` first).
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { artifactKey, implementation, openLeaseTable, type LeaseTable } from '../lib/index.js';
+import { artifactKey, openLeaseTable, type LeaseTable } from '../lib/index.js';
 import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 import { leaseHolders } from './children.js';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 const KEY_A = artifactKey(keyFields(0));
 const KEY_B = artifactKey(keyFields(1));
@@ -41,7 +42,7 @@ function pollSync<T>(probe: () => T | undefined, boundMs = 5_000): T | undefined
 
 afterEach(cleanup);
 
-describe.runIf(implementation === 'native')('lease table: a SIGKILLed client (native, real processes)', () => {
+describe.runIf(runsIf('lease table: a SIGKILLed client (native)', NATIVE))('lease table: a SIGKILLed client (native, real processes)', () => {
   it.each(['zombie', 'waited'] as const)('reclaims the pins of a killed consumer (%s)', async (path) => {
     const { name, producer, holder, index, slot } = await pinnedByHolder();
 

@@ -8,8 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { childWithResult, stepUntilEnded, workerWithResult, type Running } from './children.js';
-import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
+import { artifactKey, openLeaseTable, unlinkLeaseTable, type LeaseTable } from '../lib/index.js';
 import { KEY_COUNT, LOCATION_BASE, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 const PINNER = join(import.meta.dirname, 'fixtures', 'lease-pinner.mjs');
 const KEYS = Array.from({ length: KEY_COUNT }, (_, k) => artifactKey(keyFields(k)));
@@ -118,7 +119,7 @@ function checkAfterStress(producer: LeaseTable, run: Awaited<ReturnType<typeof s
   );
 }
 
-describe.runIf(implementation === 'native')('lease table stress: pinner processes vs an evicting producer (native)', () => {
+describe.runIf(runsIf('lease table stress (native)', NATIVE))('lease table stress: pinner processes vs an evicting producer (native)', () => {
   it('3 processes x 1,000,000 pins: every lease is its key\'s, no held slot is evicted, no pin is left', async () => {
     const name = `wp-stress-${process.pid}-${randomBytes(4).toString('hex')}`;
     const producer = openLeaseTable({ name, role: 'producer', create: { capacity: 64 }, implementation: 'native' });

@@ -5,10 +5,11 @@ import { join } from 'node:path';
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable } from '../lib/index.js';
+import { artifactKey, openLeaseTable, unlinkLeaseTable } from '../lib/index.js';
 import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
-describe.runIf(implementation === 'native')('native lease table: a terminated worker_thread', () => {
+describe.runIf(runsIf('native lease table: a terminated worker_thread', NATIVE))('native lease table: a terminated worker_thread', () => {
   it('releases its pins and its client entry through the cleanup hook', async () => {
     const name = `wp-worker-exit-${process.pid}`;
     const producer = openLeaseTable({ name, role: 'producer', create: { capacity: 64 }, implementation: 'native' });

@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { implementation, implementationReason, nativeLibraryPath, nativeLoadError } from '../lib/index.js';
 import { LAYOUT, STATUS } from '../lib/lease-table/layout.js';
 import { layoutMismatch, type NativeAddon } from '../lib/native.js';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 const root = join(import.meta.dirname, '..');
 
@@ -68,7 +69,7 @@ describe('native loading', () => {
     expect(loaded.error).toMatch(/No native build was found/);
   });
 
-  it.runIf(implementation === 'native')('an addon with a renumbered status is kept out, with a reason that names the status', () => {
+  it.runIf(runsIf('native-loading: the renumbered-status check', NATIVE))('an addon with a renumbered status is kept out, with a reason that names the status', () => {
     // Loaded before the package: the addon's exports are cached, so the package's load sees this table.
     const preload = join(scratch, 'renumber-status.cjs');
     writeFileSync(preload, `

@@ -4,7 +4,6 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   artifactKey,
-  implementation,
   nativeLibraryPath,
   openLeaseTable,
   unlinkLeaseTable,
@@ -13,6 +12,7 @@ import {
 } from '../lib/index.js';
 import { TABLE_MISS_REASON } from '../lib/miss-reasons.js';
 import { TARGET_A, TARGET_B } from './helpers.js';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const hasPython = spawnSync('python3', ['--version'], { encoding: 'utf8' }).status === 0;
@@ -111,7 +111,7 @@ class Producer {
   }
 }
 
-describe.runIf(hasPython && implementation === 'native' && libPath !== null)('Python runtime (ctypes over libwaitprep.so) and Node share a table', () => {
+describe.runIf(runsIf('Python runtime and Node share a table', NATIVE, [hasPython, 'no python3 on PATH'], [libPath !== null, 'libwaitprep.so is not built']))('Python runtime (ctypes over libwaitprep.so) and Node share a table', () => {
   const cleanup: (() => void)[] = [];
   afterEach(() => {
     for (const fn of cleanup.splice(0).reverse()) fn();

@@ -8,9 +8,10 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { artifactKey, implementation, openLeaseTable, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
+import { artifactKey, openLeaseTable, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
 // @ts-ignore -- plain JavaScript module without type declarations
 import { arenaFile, checksumOf, syntheticSource, validateSafetensors } from '../bin/demo/storage.js';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 const WORKER = join(import.meta.dirname, '..', 'bin', 'storage-worker.js');
 const TOKENS = 4_000;
@@ -40,7 +41,7 @@ describe('synthetic safetensors source', () => {
   });
 });
 
-describe.runIf(implementation === 'native')('storage worker process (native lease table)', () => {
+describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worker process (native lease table)', () => {
   let child: ChildProcess | null = null;
   let table: LeaseTable | null = null;
   let name = '';
