@@ -16,7 +16,7 @@ export function describe() {
     db.close();
     return { version };
   } catch (error) {
-    return { unavailable: `better-sqlite3 did not load (${String(error.message).split('\n')[0]})` };
+    return { unavailable: `better-sqlite3 did not load (${String(error.message).split('\n')[0]}); bench/peers builds it from source, which needs a C++ compiler` };
   }
 }
 
