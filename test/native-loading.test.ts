@@ -23,15 +23,19 @@ function loadBuiltAddon(): NativeAddon | Error {
   }
 }
 
-/** Imports the package built in `dir` in a child, after the CommonJS `preload` script if given. */
+/**
+ * Imports the package built in `dir` in a child, after the CommonJS `preload` script if given.
+ * The caller's own WAITPREP_IMPLEMENTATION is left out, so each case sets only what it tests.
+ */
 function loadIn(dir: string, env: NodeJS.ProcessEnv = {}, preload?: string): { implementation: string; reason: string; error: string | null } {
+  const { WAITPREP_IMPLEMENTATION: _ignored, ...inherited } = process.env;
   const out = execFileSync(
     process.execPath,
     [...(preload === undefined ? [] : ['--require', preload]), '--input-type=module', '-e', `
       const m = await import(${JSON.stringify(join(dir, 'dist', 'index.js'))});
       console.log(JSON.stringify({ implementation: m.implementation, reason: m.implementationReason,
         error: m.nativeLoadError ? m.nativeLoadError.message : null }));`],
-    { encoding: 'utf8', env: { ...process.env, ...env } },
+    { encoding: 'utf8', env: { ...inherited, ...env } },
   );
   return JSON.parse(out);
 }
