@@ -20,6 +20,7 @@ export type WaitprepErrorCode =
   | 'ERR_WORKER_CRASHED'
   | 'ERR_DEADLINE'
   | 'ERR_MISSING_PEER'
+  | 'ERR_NO_SPACE'
   | 'ERR_SYSTEM';
 
 /**

@@ -28,9 +28,9 @@
 // "Recently used" = published or requested again (a request for a key already published).
 // Dead clients' pins are reaped every 500 ms.
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { decodeArtifactKey } from 'waitprep';
 
 /** Bytes per element of the dtypes the synthetic source uses. */
@@ -117,6 +117,29 @@ export function arenaFile(arenaDir, location) {
   return join(arenaDir, `${location}.safetensors`);
 }
 
+/**
+ * Writes an artifact into the arena. The arena is a tmpfs (/dev/shm): a full one fails write()
+ * with ENOSPC (only a store through a mapping of unbacked pages would be a SIGBUS), and that
+ * becomes an error naming the room needed and left, after the partial file is removed so that it
+ * holds no space; the caller's catch refuses the request and abandons the slot.
+ */
+function writeArtifact(file, bytes) {
+  try {
+    writeFileSync(file, bytes);
+  } catch (error) {
+    if (error?.code !== 'ENOSPC') throw error;
+    rmSync(file, { force: true });
+    let free = 'an unknown number of';
+    try {
+      const fs = statfsSync(dirname(file));
+      free = String(fs.bavail * fs.bsize);
+    } catch {
+      // the message still names the size needed
+    }
+    throw Object.assign(new Error(`the arena ${dirname(file)} has no room for ${bytes.length} bytes (${free} bytes free); request refused, slot abandoned`), { code: 'ENOSPC' });
+  }
+}
+
 /** The request's key, from its wire form; throws unless it is a key whose digest is the request's keyHex. */
 function keyOf(request) {
   if (typeof request.keyBytes !== 'string') throw new Error('the request has no keyBytes (the key\'s canonical bytes in base64)');
@@ -200,7 +223,7 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
       if (!makeRoom(source.length)) throw new Error(`over budget: ${usedBytes} of ${budgetBytes} bytes used and every resident artifact is pinned`);
       const location = nextLocation++;
       const file = arenaFile(arenaDir, location);
-      writeFileSync(file, source);
+      writeArtifact(file, source);
       const checksum = checksumOf(readFileSync(file));
       table.publish(reservation, { sizeBytes: source.length, location, checksum, codecId: 0, representationVersion: Number(key.representationVersion) });
       reservation = null;

@@ -71,6 +71,7 @@ STATUS = {
     "WP_ERR_NOT_FOUND": 46,
     "WP_ERR_EXISTS": 47,
     "WP_ERR_NO_MEMORY": 48,
+    "WP_ERR_NO_SPACE": 49,
 }
 _S = STATUS
 

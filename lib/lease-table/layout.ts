@@ -79,6 +79,7 @@ export const STATUS = {
   ERR_NOT_FOUND: 46,
   ERR_EXISTS: 47,
   ERR_NO_MEMORY: 48,
+  ERR_NO_SPACE: 49,
 } as const;
 
 export function segmentSize(capacity: number): number {

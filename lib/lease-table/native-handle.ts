@@ -1,5 +1,7 @@
+import { statfsSync } from 'node:fs';
+import { WaitprepError } from '../errors.js';
 import type { RawSummary, TableHandle } from './handle.js';
-import { EXCHANGE, STATUS } from './layout.js';
+import { EXCHANGE, STATUS, segmentSize } from './layout.js';
 
 const STATUS_INVALID = STATUS.ERR_INVALID_ARGUMENT;
 
@@ -107,4 +109,26 @@ export function openNativeHandle(
     close: () => addon.close(h),
   };
   return { status, handle };
+}
+
+/** Where the native tables live (POSIX shm_open on Linux). */
+const SHM_DIR = '/dev/shm';
+
+/**
+ * The error for a creation the addon refused with ERR_NO_SPACE: the segment's size against what
+ * the filesystem under /dev/shm has free now (statvfs), so an operator can size it.
+ */
+export function noSpaceError(what: string, capacity: number): WaitprepError {
+  let free = 'an unknown number of';
+  try {
+    const fs = statfsSync(SHM_DIR, { bigint: true });
+    free = String(fs.bavail * fs.bsize);
+  } catch {
+    // The message still names the size needed.
+  }
+  return new WaitprepError(
+    'ERR_NO_SPACE',
+    `${what}: a table of capacity ${capacity} needs ${segmentSize(capacity)} bytes, but ${SHM_DIR} has ${free} bytes free; ` +
+      'enlarge /dev/shm (docs/operations.md) or create a smaller table',
+  );
 }

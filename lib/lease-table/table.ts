@@ -10,7 +10,7 @@ import { inspectSegment, type TableInspection, type TableSummary } from './inspe
 import { openJsHandle } from './js-handle.js';
 import { deviceRecord, encodedTarget } from './device-record.js';
 import { MAX_CAPACITY, STATUS } from './layout.js';
-import { openNativeHandle } from './native-handle.js';
+import { noSpaceError, openNativeHandle } from './native-handle.js';
 
 /** Options of {@link openLeaseTable}. */
 export interface OpenLeaseTableOptions {
@@ -381,7 +381,8 @@ const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
  * Opens (or with `create`, creates) a lease table and registers this thread
  * as one of its clients. Errors: `ERR_INVALID_ARGUMENT` (name, role, capacity,
  * mode), `ERR_TABLE_NOT_FOUND`, `ERR_TABLE_EXISTS`, `ERR_BAD_SEGMENT`,
- * `ERR_WRITER_EXISTS`, `ERR_NO_CLIENT_SLOT`, `ERR_NATIVE_UNAVAILABLE`.
+ * `ERR_WRITER_EXISTS`, `ERR_NO_CLIENT_SLOT`, `ERR_NATIVE_UNAVAILABLE`, and `ERR_NO_SPACE` when
+ * `/dev/shm` cannot hold a native table being created (docs/operations.md: sizing /dev/shm).
  */
 export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   if (typeof options !== 'object' || options === null) throw invalidArgument('options', 'an object { name, role, create?, implementation? }', options);
@@ -414,7 +415,7 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   const what = `openLeaseTable(${JSON.stringify(name)})`;
   if (useNative) {
     const { status, handle } = openNativeHandle(nativeAddon!, { name, producer, createCapacity: capacity, mode });
-    if (handle === null) throw statusError(status, what);
+    if (handle === null) throw status === STATUS.ERR_NO_SPACE ? noSpaceError(what, capacity) : statusError(status, what);
     return new LeaseTable(handle, 'native', name, role, null);
   }
   const opened = openJsHandle({ name, producer, createCapacity: capacity, ...(buffer ? { buffer } : {}) });

@@ -135,7 +135,8 @@ extern "C" {
   X(WP_ERR_SYSTEM, 45) /* errno says which */                 \
   X(WP_ERR_NOT_FOUND, 46)                                     \
   X(WP_ERR_EXISTS, 47)                                        \
-  X(WP_ERR_NO_MEMORY, 48)
+  X(WP_ERR_NO_MEMORY, 48)                                     \
+  X(WP_ERR_NO_SPACE, 49) /* creation: /dev/shm lacks room */
 
 enum {
 #define WP_STATUS_ENUMERATOR(name, value) name = value,
@@ -172,7 +173,9 @@ typedef struct {
 } wp_open_options;
 
 /* Opens (capacity 0) or creates (capacity > 0, fails WP_ERR_EXISTS if present) a table and
- * registers the caller as a client. producer != 0 claims the single producer role. */
+ * registers the caller as a client. producer != 0 claims the single producer role. Creation
+ * allocates the whole segment up front and fails WP_ERR_NO_SPACE (nothing left behind) when
+ * the filesystem under /dev/shm cannot hold it. */
 int wp_open(const char *name, int producer, uint32_t create_capacity, wp_table **out);
 int wp_open_ex(const char *name, int producer, const wp_open_options *options, wp_table **out);
 /* Releases every pin this client holds, gives up the producer role, unregisters, unmaps. */

@@ -463,10 +463,17 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
     if (fd < 0) return errno == EEXIST ? WP_ERR_EXISTS : WP_ERR_SYSTEM;
     fchmod(fd, (mode_t)mode); /* the umask must not narrow what the caller asked for */
     size = segment_size_for(create);
-    if (ftruncate(fd, (off_t)size) != 0) {
+    /* Reserve every page now: a sparse segment on a tmpfs without room for it maps fine and
+     * then kills whoever first touches a page tmpfs cannot supply (init_header, or a client
+     * far later) with SIGBUS. posix_fallocate returns the error rather than setting errno. */
+    int rc;
+    do rc = posix_fallocate(fd, 0, (off_t)size);
+    while (rc == EINTR);
+    if (rc != 0) {
       close(fd);
-      shm_unlink(path);
-      return WP_ERR_SYSTEM;
+      shm_unlink(path); /* so that a retry with a smaller capacity can take the name */
+      errno = rc;
+      return rc == ENOSPC ? WP_ERR_NO_SPACE : WP_ERR_SYSTEM;
     }
   } else {
     fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
@@ -498,7 +505,7 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
   }
   uint32_t capacity = create;
   if (create) {
-    init_header(base, create); /* ftruncate zero-filled everything else: FREE slots, FREE clients */
+    init_header(base, create); /* posix_fallocate zero-filled everything else: FREE slots, FREE clients */
   } else {
     /* acquire: pairs with init_header's release of the magic. */
     if (__atomic_load_n((uint64_t *)(base + WP_HDR_MAGIC), __ATOMIC_ACQUIRE) != WP_MAGIC ||
