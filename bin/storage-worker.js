@@ -60,6 +60,9 @@ async function main() {
 }
 
 main().catch((error) => {
-  process.stderr.write(`storage worker: ${error instanceof Error ? error.stack : String(error)}\n`);
+  // A WaitprepError (no space in /dev/shm, a table that exists, ...) says what to do in its
+  // message; anything else is a bug, shown with its stack.
+  const known = error instanceof Error && typeof error.code === 'string' && error.code.startsWith('ERR_');
+  process.stderr.write(`storage worker: ${known ? `${error.code}: ${error.message}` : error instanceof Error ? error.stack : String(error)}\n`);
   process.exit(1);
 });
