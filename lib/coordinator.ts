@@ -21,7 +21,7 @@ import {
   type WakeMessage,
 } from './diagnostics.js';
 import { normalizeTarget } from './device-target.js';
-import { isObject, nonEmptyString, nonNegativeInteger, rejectUnknownOptions } from './internal/validate.js';
+import { isObject, nonEmptyString, nonNegativeInteger, ownField, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { MISS } from './miss-reasons.js';
 import type {
   ArtifactBackend,
@@ -264,6 +264,8 @@ export class WaitCoordinator {
   /** Throws `ERR_INVALID_ARGUMENT` for a missing backend or bound, a bad value, or an unknown option. */
   constructor(options: WaitCoordinatorOptions) {
     if (!isObject(options)) throw invalidArgument('options', 'an object { backend, maxQueued, maxWaiting, historyLimit }', options);
+    // Own properties only: an option inherited from a polluted Object.prototype is not the caller's.
+    options = ownOptions(options);
     const { backend } = options;
     if (!isObject(backend) || typeof backend.tryPinReady !== 'function') {
       throw invalidArgument('options.backend', 'an ArtifactBackend with a tryPinReady(key, consumer, want) method', backend);
@@ -295,7 +297,10 @@ export class WaitCoordinator {
     const c = checkConsumer(consumer);
     assertArtifactKey(key);
     if (opts !== undefined && !isObject(opts)) throw invalidArgument('opts', 'an object { readiness?, target? }', opts);
-    const admission = this.#admit(c, key, opts);
+    // Own properties only, read once: an inherited `readiness` or `target` is not the caller's.
+    const given = opts === undefined ? undefined : ownField(opts, 'readiness');
+    const target = opts === undefined ? undefined : ownField(opts, 'target');
+    const admission = this.#admit(c, key, given, target);
     if (waitChannel.hasSubscribers) {
       waitChannel.publish({
         ticket: admission.ticket ?? null,
@@ -303,7 +308,7 @@ export class WaitCoordinator {
         reason: admission.reason ?? null,
         consumer: c,
         key: key.hex,
-        readiness: opts?.readiness === undefined ? 'host' : typeof opts.readiness === 'string' ? opts.readiness : describe(opts.readiness),
+        readiness: given === undefined ? 'host' : typeof given === 'string' ? given : describe(given),
       } satisfies WaitMessage);
     }
     if (admission.status === 'overloaded' && overloadChannel.hasSubscribers) {
@@ -319,15 +324,15 @@ export class WaitCoordinator {
   }
 
   /** `onWait` once its arguments are checked: decides, and changes state only for an admitted wait. */
-  #admit(c: Consumer, key: ArtifactKey, opts: WaitOptions | undefined): WaitAdmission {
+  #admit(c: Consumer, key: ArtifactKey, given: unknown, givenTarget: unknown): WaitAdmission {
     if (this.#closed) return this.#reject(REJECT_SHUTDOWN);
 
     let want: ReadinessRequest = HOST;
     let id = key.hex;
-    const readiness = opts?.readiness ?? 'host';
+    const readiness = given ?? 'host';
     if (readiness === 'device') {
-      if (opts?.target === undefined) return this.#reject(REJECT_MISSING_TARGET);
-      const target = normalizeTarget(opts.target);
+      if (givenTarget === undefined) return this.#reject(REJECT_MISSING_TARGET);
+      const target = normalizeTarget(givenTarget);
       if (target === null) return this.#reject(REJECT_INVALID_TARGET);
       want = Object.freeze({ readiness: 'device', target });
       id = `${key.hex}/${target.device}/${target.arena}/${target.arenaGeneration}`;
@@ -335,7 +340,7 @@ export class WaitCoordinator {
       return this.#reject(REJECT_PERSISTED);
     } else if (readiness !== 'host') {
       return this.#reject(REJECT_READINESS);
-    } else if (opts?.target !== undefined) {
+    } else if (givenTarget !== undefined) {
       return this.#reject(REJECT_INVALID_TARGET);
     }
 
@@ -848,9 +853,9 @@ function notIssuedHere(ticket: unknown): undefined {
 function checkConsumer(value: unknown): Consumer {
   if (!isObject(value)) throw invalidArgument('consumer', 'an object { engine, request, generation }', value);
   return Object.freeze({
-    engine: nonEmptyString('consumer.engine', value.engine),
-    request: nonEmptyString('consumer.request', value.request),
-    generation: nonNegativeInteger('consumer.generation', value.generation),
+    engine: nonEmptyString('consumer.engine', ownField(value, 'engine')),
+    request: nonEmptyString('consumer.request', ownField(value, 'request')),
+    generation: nonNegativeInteger('consumer.generation', ownField(value, 'generation')),
   });
 }
 

@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import * as crypto from 'node:crypto';
 import { WaitprepError, invalidArgument } from './errors.js';
-import { isPlainObject, u64OrNull, unknownName } from './internal/validate.js';
+import { isPlainObject, ownField, u64OrNull, unknownName } from './internal/validate.js';
 
 /**
  * The fields of an artifact's identity, as the runtime knows them. See
@@ -109,6 +109,12 @@ const constructing = Symbol('waitprep.artifactKey');
 export let keyDigestBytes: (key: ArtifactKey) => Uint8Array;
 /** The same digest as 8 little-endian u32 words, computed once: the JavaScript fallback's lookup compares these. */
 export let keyDigestWords: (key: ArtifactKey) => Uint32Array;
+/**
+ * True when `value` is an {@link ArtifactKey} built by this package (by {@link artifactKey} or
+ * {@link decodeArtifactKey}): checked by a private brand, not `instanceof`, so an object that
+ * merely has the prototype is not a key.
+ */
+export let isArtifactKey: (value: unknown) => value is ArtifactKey;
 
 /** One-shot SHA-256: `crypto.hash` where Node has it (20.12+), else a Hash object. */
 const sha256: (data: Buffer) => Buffer =
@@ -162,6 +168,9 @@ export class ArtifactKey {
   static {
     keyDigestBytes = (key) => key.#digest;
     keyDigestWords = (key) => key.#digestWords;
+    // The private field is the brand: only this constructor adds it, so an object made with
+    // Object.create(ArtifactKey.prototype), or given a forged prototype, has none.
+    isArtifactKey = (value): value is ArtifactKey => typeof value === 'object' && value !== null && #digest in value;
   }
 
   /** A fresh copy of the ordered token layout. */
@@ -216,7 +225,7 @@ export class ArtifactKey {
 
   /** True when `other` is a key with the same canonical encoding. */
   equals(other: unknown): boolean {
-    return other === this || (other instanceof ArtifactKey && other.hex === this.hex);
+    return other === this || (isArtifactKey(other) && other.hex === this.hex);
   }
 
   toString(): string {
@@ -247,15 +256,11 @@ export function artifactKey(fields: ArtifactKeyFields): ArtifactKey {
 
 /** Throws `ERR_INVALID_KEY` unless `value` is an {@link ArtifactKey} built by this package. */
 export function assertArtifactKey(value: unknown): asserts value is ArtifactKey {
-  if (!(value instanceof ArtifactKey)) {
+  if (!isArtifactKey(value)) {
     throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
   }
 }
 
-/** True when `value` is an {@link ArtifactKey} built by this package. */
-export function isArtifactKey(value: unknown): value is ArtifactKey {
-  return value instanceof ArtifactKey;
-}
 
 /**
  * The canonical byte encoding of a key's fields (docs/key-encoding.md): what
@@ -334,19 +339,22 @@ function sortedByName(entries: Array<[Buffer, Buffer]>): Array<[Buffer, Buffer]>
 function validate(fields: unknown): Validated {
   if (!isPlainObject(fields)) return fail('fields', 'an object of key fields', fields);
   rejectUnknown(fields, TOP_FIELDS, '');
-  const src = fields.source;
+  // Own properties only, here and below: an inherited `adapter` or `extra` (a polluted
+  // Object.prototype) must neither fill a missing field nor change a key.
+  const src = ownField(fields, 'source');
   if (!isPlainObject(src)) return fail('source', 'an object with the runtime source key', src);
   rejectUnknown(src, SOURCE_FIELDS, 'source.');
   // Field by field, in encoding order, so the first bad field is the one named.
   const strings = {} as Record<(typeof SOURCE_STRING_FIELDS)[number], string>;
-  for (const name of SOURCE_STRING_FIELDS) strings[name] = identityString(`source.${name}`, src[name]);
-  const tokens = tokenLayout(src.tokenLayout);
+  for (const name of SOURCE_STRING_FIELDS) strings[name] = identityString(`source.${name}`, ownField(src, name));
+  const tokens = tokenLayout(ownField(src, 'tokenLayout'));
 
   let extra: Record<string, string> = NO_EXTRA;
   const extraEntries: Array<[Buffer, Buffer]> = [];
-  if (src.extra !== undefined && (!isPlainObject(src.extra) || Object.keys(src.extra).length > 0)) {
-    if (!isPlainObject(src.extra)) fail('source.extra', 'an object of string -> string', src.extra);
-    for (const [name, value] of Object.entries(src.extra as Record<string, unknown>)) {
+  const given = ownField(src, 'extra');
+  if (given !== undefined && (!isPlainObject(given) || Object.keys(given).length > 0)) {
+    if (!isPlainObject(given)) fail('source.extra', 'an object of string -> string', given);
+    for (const [name, value] of Object.entries(given)) {
       identityString('source.extra (a name)', name);
       identityString(`source.extra.${name}`, value, true);
       extraEntries.push([Buffer.from(name, 'utf8'), Buffer.from(value as string, 'utf8')]);
@@ -361,10 +369,10 @@ function validate(fields: unknown): Validated {
     source: Object.freeze({ ...strings, extra }),
     tokens,
     extraEntries,
-    sourcePageGeneration: u64('sourcePageGeneration', fields.sourcePageGeneration),
-    codec: identityString('codec', fields.codec),
-    codecConfig: identityString('codecConfig', fields.codecConfig),
-    representationVersion: u64('representationVersion', fields.representationVersion),
+    sourcePageGeneration: u64('sourcePageGeneration', ownField(fields, 'sourcePageGeneration')),
+    codec: identityString('codec', ownField(fields, 'codec')),
+    codecConfig: identityString('codecConfig', ownField(fields, 'codecConfig')),
+    representationVersion: u64('representationVersion', ownField(fields, 'representationVersion')),
   };
 }
 

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
 import { WaitprepError, describe, invalidArgument } from './errors.js';
-import { isObject, rejectUnknownOptions } from './internal/validate.js';
+import { isObject, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { summarizeInspection, type TableInspection, type TableSummary } from './lease-table/inspect.js';
 import type { WaitCoordinator } from './coordinator.js';
 import type { CoordinatorStats } from './types.js';
@@ -256,7 +256,8 @@ export function registerMetrics(coordinator: StatsSource, options: RegisterMetri
   }
   if (!isObject(options)) throw invalidArgument('options', 'an object { registry, table?, labels? }', options);
   rejectUnknownOptions(options, OPTION_NAMES, 'options');
-  const { registry, table, labels: given } = options;
+  // Own properties only: an option inherited from a polluted Object.prototype is not the caller's.
+  const { registry, table, labels: given } = ownOptions(options);
   if (!isObject(registry) || typeof registry.registerMetric !== 'function' ||
       typeof registry.getSingleMetric !== 'function' || typeof registry.removeSingleMetric !== 'function') {
     throw invalidArgument('options.registry', 'a prom-client Registry', registry);

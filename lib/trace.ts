@@ -7,7 +7,7 @@
  */
 import { WaitprepError, describe, invalidArgument } from './errors.js';
 import { nearestRank } from './internal/stats.js';
-import { isPlainObject, rejectUnknownOptions, unknownName } from './internal/validate.js';
+import { isPlainObject, ownField, ownOptions, rejectUnknownOptions, unknownName } from './internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 
 /** The nearest-rank percentile the trace summary uses, for reports over a replay's samples. */
@@ -339,7 +339,7 @@ export function keyFromSpec(spec: KeySpec, base?: Partial<TraceKeyBase>): Artifa
   const b = { ...TRACE_KEY_BASE };
   if (base !== undefined) {
     for (const name of Object.keys(base)) {
-      if (!(name in TRACE_KEY_BASE)) throw unknownName(`base.${name}`, 'field', Object.keys(TRACE_KEY_BASE), base[name as keyof TraceKeyBase]);
+      if (!Object.hasOwn(TRACE_KEY_BASE, name)) throw unknownName(`base.${name}`, 'field', Object.keys(TRACE_KEY_BASE), base[name as keyof TraceKeyBase]);
     }
     Object.assign(b, base);
   }
@@ -471,9 +471,12 @@ function micros(seconds: number): number {
   return Math.round(seconds * 1e6) / 1e6;
 }
 
-function resolveOptions(options: GenerateTraceOptions): Resolved {
-  if (!isPlainObject(options)) throw bad('options', 'an object { agents, seconds, seed, ... }', options, '');
-  rejectUnknownOptions(options, OPTION_NAMES, 'options');
+function resolveOptions(given: GenerateTraceOptions): Resolved {
+  if (!isPlainObject(given)) throw bad('options', 'an object { agents, seconds, seed, ... }', given, '');
+  rejectUnknownOptions(given, OPTION_NAMES, 'options');
+  // Own properties only, here and in the nested options: an option inherited from a polluted
+  // Object.prototype is not the caller's and must not change the trace.
+  const options = ownOptions(given);
   const agents = integerIn('options.agents', options.agents, 1, MAX_AGENTS);
   const seconds = positiveNumber('options.seconds', options.seconds);
   if (typeof options.seed !== 'number' || !Number.isSafeInteger(options.seed)) throw bad('options.seed', 'a safe integer', options.seed, '');
@@ -481,8 +484,7 @@ function resolveOptions(options: GenerateTraceOptions): Resolved {
   const tasks = options.tasks === undefined ? Math.ceil(agents / 4) : integerIn('options.tasks', options.tasks, 1, MAX_AGENTS);
   const callsIn = options.callsPerSession ?? DEFAULTS.callsPerSession;
   const calls = { ...logNormal('options.callsPerSession', callsIn), ...range('options.callsPerSession', callsIn, 1, 100_000) };
-  const toolMix = options.toolMix ?? DEFAULT_TOOL_MIX;
-  const cumulative = checkToolMix(toolMix);
+  const { toolMix, cumulative } = checkToolMix(options.toolMix ?? DEFAULT_TOOL_MIX);
   return {
     agents,
     seconds,
@@ -503,26 +505,36 @@ function resolveOptions(options: GenerateTraceOptions): Resolved {
   };
 }
 
-function checkToolMix(mix: unknown): number[] {
+/** The tool classes checked and copied from their own properties, with their cumulative weights. */
+function checkToolMix(mix: unknown): { toolMix: ToolClass[]; cumulative: number[] } {
   if (!Array.isArray(mix) || mix.length === 0) throw bad('options.toolMix', 'a non-empty array of tool classes', mix, '');
+  const toolMix: ToolClass[] = [];
   const cumulative: number[] = [];
   let sum = 0;
-  mix.forEach((tool: unknown, i) => {
+  mix.forEach((given: unknown, i) => {
     const field = `options.toolMix[${i}]`;
-    if (!isPlainObject(tool)) throw bad(field, 'an object { name, weight, mu, sigma, timeout? }', tool, '');
-    nonEmptyString(`${field}.name`, tool.name, '');
-    if (typeof tool.weight !== 'number' || !Number.isFinite(tool.weight) || tool.weight < 0) throw bad(`${field}.weight`, 'a finite number >= 0', tool.weight, '');
-    logNormal(field, tool);
+    if (!isPlainObject(given)) throw bad(field, 'an object { name, weight, mu, sigma, timeout? }', given, '');
+    const tool = ownOptions(given);
+    const name = nonEmptyString(`${field}.name`, tool.name, '');
+    const { weight } = tool;
+    if (typeof weight !== 'number' || !Number.isFinite(weight) || weight < 0) throw bad(`${field}.weight`, 'a finite number >= 0', weight, '');
+    // `timeout` is an own property of the copy even when absent, so the generator's read of it
+    // never reaches Object.prototype.
+    let timeout: ToolClass['timeout'] = undefined;
     if (tool.timeout !== undefined) {
       if (!isPlainObject(tool.timeout)) throw bad(`${field}.timeout`, 'an object { fraction, seconds }', tool.timeout, '');
-      fraction(`${field}.timeout.fraction`, tool.timeout.fraction);
-      positiveNumber(`${field}.timeout.seconds`, tool.timeout.seconds);
+      const given = ownOptions(tool.timeout);
+      timeout = {
+        fraction: fraction(`${field}.timeout.fraction`, given.fraction),
+        seconds: positiveNumber(`${field}.timeout.seconds`, given.seconds),
+      };
     }
-    sum += tool.weight;
+    sum += weight;
+    toolMix.push({ name, weight, ...logNormal(field, tool), timeout });
     cumulative.push(sum);
   });
   if (!(sum > 0)) throw bad('options.toolMix', 'tool classes with a positive total weight', mix, '');
-  return cumulative;
+  return { toolMix, cumulative };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -586,18 +598,21 @@ function checkEvent(value: unknown, where: string, self: { name: string; field: 
     throw new WaitprepError('ERR_INVALID_ARGUMENT', `Expected ${self.name} to be an object { t, agent, generation?, event, key? }, got ${describe(value)}`, { field: self.field });
   }
   rejectUnknown(value, EVENT_FIELDS, '', where);
-  const { t, agent, event } = value;
+  const t = ownField(value, 't');
+  const agent = ownField(value, 'agent');
+  const event = ownField(value, 'event');
+  const key = ownField(value, 'key');
   if (typeof t !== 'number' || !Number.isFinite(t) || t < 0) throw bad('t', 'a finite number >= 0 (seconds)', t, where);
   const time = t + 0; // -0 reads back as 0: store it as 0
   nonEmptyString('agent', agent, where);
-  const generation = value.generation === undefined ? 0 : value.generation;
+  const generation = ownField(value, 'generation') ?? 0;
   if (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 0) throw bad('generation', 'a non-negative safe integer', generation, where);
   if (event !== 'wait' && event !== 'wake' && event !== 'cancel') throw bad('event', '"wait", "wake" or "cancel"', event, where);
   if (event === 'wait') {
-    if (value.key === undefined) throw bad('key', 'a key spec { task, namespace, tokens } on a wait', undefined, where);
-    return { t: time, agent: agent as string, generation, event, key: checkKeySpec(value.key, 'key', where) };
+    if (key === undefined) throw bad('key', 'a key spec { task, namespace, tokens } on a wait', undefined, where);
+    return { t: time, agent: agent as string, generation, event, key: checkKeySpec(key, 'key', where) };
   }
-  if (value.key !== undefined) throw bad('key', `absent on a ${event} (only a wait carries a key)`, value.key, where);
+  if (key !== undefined) throw bad('key', `absent on a ${event} (only a wait carries a key)`, key, where);
   return { t: time, agent: agent as string, generation, event };
 }
 
@@ -605,9 +620,9 @@ function checkEvent(value: unknown, where: string, self: { name: string; field: 
 function checkKeySpec(value: unknown, field: string, where: string): KeySpec {
   if (!isPlainObject(value)) throw bad(field, 'a key spec { task, namespace, tokens }', value, where);
   rejectUnknown(value, SPEC_FIELDS, `${field}.`, where);
-  const task = nonEmptyString(`${field}.task`, value.task, where);
-  const namespace = nonEmptyString(`${field}.namespace`, value.namespace, where);
-  const tokens = value.tokens;
+  const task = nonEmptyString(`${field}.task`, ownField(value, 'task'), where);
+  const namespace = nonEmptyString(`${field}.namespace`, ownField(value, 'namespace'), where);
+  const tokens = ownField(value, 'tokens');
   if (!Array.isArray(tokens) || tokens.length === 0) throw bad(`${field}.tokens`, 'a non-empty array of token segments', tokens, where);
   let total = 0;
   const segments: TokenSegment[] = tokens.map((s: unknown, i: number) => {
@@ -624,8 +639,8 @@ function checkKeySpec(value: unknown, field: string, where: string): KeySpec {
       segment = Object.freeze([...(s as number[])]);
     } else if (isPlainObject(s)) {
       rejectUnknown(s, SEGMENT_FIELDS, `${at}.`, where);
-      const seed = nonEmptyString(`${at}.seed`, s.seed, where);
-      const length = integerIn(`${at}.length`, s.length, 1, MAX_SPEC_TOKENS, where);
+      const seed = nonEmptyString(`${at}.seed`, ownField(s, 'seed'), where);
+      const length = integerIn(`${at}.length`, ownField(s, 'length'), 1, MAX_SPEC_TOKENS, where);
       segment = Object.freeze({ seed, length });
     } else {
       throw bad(at, 'an array of token ids or { seed, length }', s, where);
@@ -768,14 +783,16 @@ function fraction(field: string, value: unknown): number {
 
 function logNormal(field: string, value: unknown): LogNormal {
   if (!isPlainObject(value)) throw bad(field, 'an object { mu, sigma }', value, '');
-  if (typeof value.mu !== 'number' || !Number.isFinite(value.mu)) throw bad(`${field}.mu`, 'a finite number', value.mu, '');
-  if (typeof value.sigma !== 'number' || !Number.isFinite(value.sigma) || value.sigma < 0) throw bad(`${field}.sigma`, 'a finite number >= 0', value.sigma, '');
-  return { mu: value.mu, sigma: value.sigma };
+  const mu = ownField(value, 'mu');
+  const sigma = ownField(value, 'sigma');
+  if (typeof mu !== 'number' || !Number.isFinite(mu)) throw bad(`${field}.mu`, 'a finite number', mu, '');
+  if (typeof sigma !== 'number' || !Number.isFinite(sigma) || sigma < 0) throw bad(`${field}.sigma`, 'a finite number >= 0', sigma, '');
+  return { mu, sigma };
 }
 
 function range(field: string, value: unknown, lo: number, hi: number): { min: number; max: number } {
   if (!isPlainObject(value)) throw bad(field, 'an object { min, max }', value, '');
-  const min = integerIn(`${field}.min`, value.min, lo, hi);
-  const max = integerIn(`${field}.max`, value.max, min, hi);
+  const min = integerIn(`${field}.min`, ownField(value, 'min'), lo, hi);
+  const max = integerIn(`${field}.max`, ownField(value, 'max'), min, hi);
   return { min, max };
 }

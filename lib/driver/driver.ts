@@ -9,7 +9,7 @@ import { Piscina } from 'piscina';
 import { WaitprepError, describe, invalidArgument } from '../errors.js';
 import type { IssuedWorkUnit, WaitCoordinator } from '../coordinator.js';
 import type { ResourceGrant } from '../types.js';
-import { isObject, rejectUnknownOptions } from '../internal/validate.js';
+import { isObject, ownField, ownOptions, rejectUnknownOptions } from '../internal/validate.js';
 import {
   CANCELLED,
   DEADLINE,
@@ -207,7 +207,8 @@ export class PreparationDriver {
   constructor(options: PreparationDriverOptions) {
     if (!isObject(options)) throw invalidArgument('options', 'an object { coordinator, grants, worker, … }', options);
     rejectUnknownOptions(options, OPTION_NAMES, '');
-    const { coordinator, grants, worker, deadlineMs, killOnDeadline, onSettled } = options;
+    // Own properties only: an option inherited from a polluted Object.prototype is not the caller's.
+    const { coordinator, grants, worker, deadlineMs, killOnDeadline, onSettled } = ownOptions(options);
     if (!isObject(coordinator) || typeof coordinator.beginNext !== 'function' || typeof coordinator.complete !== 'function') {
       throw invalidArgument('coordinator', 'a WaitCoordinator', coordinator);
     }
@@ -226,7 +227,7 @@ export class PreparationDriver {
     this.#killOnDeadline = killOnDeadline ?? false;
     this.#onSettled = onSettled ?? null;
     this.#module = moduleUrl(worker);
-    const { filename: _, minThreads = 1, maxThreads = Math.max(2, minThreads), ...rest } = worker;
+    const { filename: _, minThreads = 1, maxThreads = Math.max(2, minThreads), ...rest } = ownOptions(worker);
     if (!Number.isSafeInteger(minThreads) || minThreads < 0) throw invalidArgument('worker.minThreads', 'a non-negative integer', minThreads);
     if (!Number.isSafeInteger(maxThreads) || maxThreads < Math.max(1, minThreads)) {
       throw invalidArgument('worker.maxThreads', `an integer >= max(1, minThreads = ${minThreads})`, maxThreads);
@@ -261,7 +262,7 @@ export class PreparationDriver {
   async close(options: { force?: boolean } = {}): Promise<void> {
     if (!isObject(options)) throw invalidArgument('options', 'an object { force? }', options);
     this.#closed = true;
-    if (options.force === true) {
+    if (ownField(options, 'force') === true) {
       this.#forcing = true;
       await this.#pool.destroy();
       await this.#idle();
@@ -460,7 +461,7 @@ function taskOf(work: IssuedWorkUnit): PreparationTask {
 function moduleUrl(worker: unknown): string {
   if (!isObject(worker)) throw invalidArgument('worker', 'an object { filename, … }', worker);
   rejectUnknownOptions(worker, WORKER_OPTION_NAMES, 'worker');
-  const { filename } = worker;
+  const filename = ownField(worker, 'filename');
   if (filename instanceof URL) {
     if (filename.protocol !== 'file:') throw invalidArgument('worker.filename', 'an absolute path or a file: URL', filename.href);
     return filename.href;

@@ -19,6 +19,25 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
   return proto === Object.prototype || proto === null;
 }
 
+/**
+ * `object[name]` when it is the object's own property, else `undefined`: options and fields are
+ * read this way, so a property inherited from a polluted `Object.prototype` is never taken for one
+ * the caller passed.
+ */
+export function ownField(object: object, name: string): unknown {
+  return Object.hasOwn(object, name) ? (object as Record<string, unknown>)[name] : undefined;
+}
+
+/**
+ * A copy of `options` holding only its own enumerable properties, without a prototype, so that
+ * every later read of it (destructuring, `options.x ?? default`) sees only what the caller
+ * passed, whatever `Object.prototype` holds. For option objects read at construction, not on a
+ * hot path.
+ */
+export function ownOptions<T extends object>(options: T): T {
+  return Object.assign(Object.create(null) as T, options);
+}
+
 export function nonEmptyString(field: string, value: unknown): string {
   if (typeof value !== 'string' || value.length === 0) throw invalidArgument(field, 'a non-empty string', value);
   return value;

@@ -1,8 +1,23 @@
-import { isObject } from '../internal/validate.js';
+import { isObject, ownField } from '../internal/validate.js';
 import { normalizeTarget, type NormalizedTarget } from '../device-target.js';
 
-/** Encoded records of targets seen before, by object: the wake path's lookup. */
+/**
+ * Encoded records of stable targets (frozen, with `device`, `arena` and `arenaGeneration` own
+ * data properties, so their fields can never change), by object: the wake path's one lookup. The
+ * coordinator's normalized targets are such, and so is any target a caller froze.
+ */
 const records = new WeakMap<object, Uint8Array>();
+
+/** A mutable target's record, and the own field values it was encoded from. */
+interface EncodedFrom {
+  readonly record: Uint8Array;
+  readonly device: unknown;
+  readonly arena: unknown;
+  readonly arenaGeneration: unknown;
+}
+
+/** Records of mutable targets, used again only while the target's fields are the ones encoded. */
+const mutable = new WeakMap<object, EncodedFrom>();
 
 /**
  * A wp_device_record (native/include/waitprep.h: uuid 16 bytes, then arena,
@@ -21,16 +36,43 @@ export function deviceRecord(target: NormalizedTarget, writeSeq: bigint): Uint8A
 
 /**
  * The encoded record of a device target (write_seq 0), or `null` when it is
- * malformed. Each target object is validated and encoded once, then found by
- * one WeakMap lookup (the wake path's cost for every later pin against it).
+ * malformed. The record follows the target's current values. A stable target
+ * (see `records`) is validated and encoded once, then found by one WeakMap
+ * lookup. A mutable one (a caller may set `arenaGeneration` on the object it
+ * pinned with before) has its three fields read again on each pin and
+ * compared with those its record was encoded from; it is encoded again when
+ * one differs.
  */
 export function encodedTarget(value: unknown): Uint8Array | null {
   if (!isObject(value)) return null;
-  const known = records.get(value);
-  if (known !== undefined) return known;
-  const target = normalizeTarget(value);
+  return records.get(value) ?? encodeCurrent(value);
+}
+
+/** The record of a target that is not (yet) in `records`: kept out of encodedTarget so that the pin inlines it. */
+function encodeCurrent(value: object): Uint8Array | null {
+  // One read of each field: what is compared later is exactly what was encoded, even for getters.
+  const device = ownField(value, 'device');
+  const arena = ownField(value, 'arena');
+  const arenaGeneration = ownField(value, 'arenaGeneration');
+  const known = mutable.get(value);
+  if (known !== undefined && known.device === device && known.arena === arena && known.arenaGeneration === arenaGeneration) return known.record;
+  const stable = isStable(value);
+  const target = normalizeTarget(stable ? value : { device, arena, arenaGeneration });
   if (target === null) return null;
   const record = deviceRecord(target, 0n);
-  records.set(value, record);
+  if (stable) records.set(value, record);
+  else mutable.set(value, { record, device, arena, arenaGeneration });
   return record;
+}
+
+const TARGET_FIELDS = ['device', 'arena', 'arenaGeneration'] as const;
+
+/** Frozen, and each field an own data property (a getter could answer differently each time). */
+function isStable(value: object): boolean {
+  if (!Object.isFrozen(value)) return false;
+  for (const name of TARGET_FIELDS) {
+    const property = Object.getOwnPropertyDescriptor(value, name);
+    if (property === undefined || !('value' in property)) return false;
+  }
+  return true;
 }

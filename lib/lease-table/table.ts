@@ -1,7 +1,7 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
 import { assertArtifactKey, keyDigestBytes, keyDigestWords, type ArtifactKey } from '../key.js';
 import { normalizeTarget } from '../device-target.js';
-import { u64OrNull } from '../internal/validate.js';
+import { isObject, ownField, ownOptions, u64OrNull } from '../internal/validate.js';
 import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
 import { nativeAddon } from '../native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from '../types.js';
@@ -112,6 +112,13 @@ function bigWord(hi: number, lo: number): bigint {
 }
 
 /**
+ * Releases one pin of `table` (a lease's close). Module-local, set by LeaseTable's static block:
+ * a pin is released only through the lease that holds its token, never by a caller naming a
+ * slot and a token it guessed.
+ */
+let releasePin: (table: LeaseTable, slot: number, tokenIndex: number, tokenGeneration: number) => void;
+
+/**
  * A pin on a READY artifact. `close()` releases it exactly once; closing a
  * lease of a table that was closed (which released every pin) releases nothing.
  */
@@ -120,7 +127,8 @@ class TableLease implements Lease {
   readonly key: ArtifactKey;
   readonly consumer: Consumer;
   readonly readiness: Readiness;
-  readonly slot: number;
+  /** Private, read through the `slot` getter: close() releases the slot pinned, whatever a caller assigns. */
+  readonly #slot: number;
   /** The slot generation (the contract's name; `slotGeneration` reads it). */
   readonly generation: number | bigint;
   readonly #sizeBytes: number | bigint;
@@ -137,7 +145,7 @@ class TableLease implements Lease {
     this.key = key;
     this.consumer = consumer;
     this.readiness = readiness;
-    this.slot = halves[0]!;
+    this.#slot = halves[0]!;
     this.generation = wordAt(halves, 1);
     this.#tokenIndex = halves[4]!;
     this.#tokenGeneration = halves[5]!;
@@ -160,6 +168,11 @@ class TableLease implements Lease {
     }));
   }
 
+  /** The table slot the artifact is in. */
+  get slot(): number {
+    return this.#slot;
+  }
+
   /**
    * The slot generation, `generation` under the name that says whose it is.
    * A getter on the prototype, so the wake path stores no second field.
@@ -176,7 +189,7 @@ class TableLease implements Lease {
     const table = this.#table;
     if (table === null) return;
     this.#table = null;
-    table.release(this.slot, this.#tokenIndex, this.#tokenGeneration);
+    releasePin(table, this.#slot, this.#tokenIndex, this.#tokenGeneration);
   }
 }
 
@@ -213,28 +226,38 @@ export class LeaseTable {
     this.#halves = new Uint32Array(handle.out.buffer, handle.out.byteOffset, 16);
   }
 
+  static {
+    releasePin = (table, slot, tokenIndex, tokenGeneration) => table.#handle?.unpin(slot, tokenIndex, tokenGeneration);
+  }
+
   /**
    * Nonblocking lookup and atomic pin of a READY artifact: no I/O, no waiting,
    * no allocation beyond the lease. A miss names why (`absent`, `preparing`,
    * `evicting`, `contended`, and for device readiness `no-device-record`,
    * `device-mismatch`, `arena-generation-mismatch`, `device-write-incomplete`).
+   * Throws `ERR_INVALID_KEY` for a `key` that is not an {@link ArtifactKey}, and
+   * `ERR_INVALID_ARGUMENT` for a `want` that is not `{ readiness: 'host' }` or
+   * `{ readiness: 'device', target }` (neither inherited from Object.prototype) or a malformed `consumer`
+   * (the lease's holder: `{ engine, request, generation }`, non-empty strings and a
+   * non-negative safe integer). A malformed target is the miss `invalid-target`.
    */
   tryPin(key: ArtifactKey, want: ReadinessRequest = HOST, consumer: Consumer = DIRECT): Lease | Miss {
+    // The defaults are this module's frozen constants, known good: the common wake costs a
+    // brand check on the key and two identity compares.
+    assertArtifactKey(key);
+    const readiness = want === HOST ? 'host' : readinessOf(want);
+    if (consumer !== DIRECT && !isConsumer(consumer)) throwBadConsumer(consumer);
     const handle = this.#handle;
     if (handle === null) return MISS_CLOSED;
     let device: Uint8Array | null = null;
-    if (want.readiness === 'device') {
-      device = encodedTarget(want.target);
+    if (readiness === 'device') {
+      const target = (want as { target: unknown }).target;
+      device = target !== OBJECT_PROTOTYPE.target || Object.hasOwn(want, 'target') ? encodedTarget(target) : null;
       if (device === null) return MISS_INVALID_TARGET;
     }
     const status = handle.tryPin(keyDigestBytes(key), device, keyDigestWords(key));
     if (status !== STATUS.OK) return MISSES[status] ?? MISS_CONTENDED;
-    return new TableLease(this, key, consumer, want.readiness, this.#halves);
-  }
-
-  /** @internal Releases one pin (called by a lease's close). */
-  release(slot: number, tokenIndex: number, tokenGeneration: number): void {
-    this.#handle?.unpin(slot, tokenIndex, tokenGeneration);
+    return new TableLease(this, key, consumer, readiness, this.#halves);
   }
 
   /** Producer: reserves a slot for `key` before the artifact is prepared. */
@@ -255,11 +278,11 @@ export class LeaseTable {
     const handle = this.#open('publish');
     this.#checkReservation(reservation);
     if (typeof meta !== 'object' || meta === null) throw invalidArgument('meta', 'an object of artifact metadata', meta);
-    this.#meta[0] = u64('meta.sizeBytes', meta.sizeBytes);
-    this.#meta[1] = u64('meta.location', meta.location);
-    this.#meta[2] = u64('meta.checksum', meta.checksum);
-    this.#meta[3] = BigInt(u32('meta.codecId', meta.codecId));
-    this.#meta[4] = BigInt(u32('meta.representationVersion', meta.representationVersion));
+    this.#meta[0] = u64('meta.sizeBytes', ownField(meta, 'sizeBytes'));
+    this.#meta[1] = u64('meta.location', ownField(meta, 'location'));
+    this.#meta[2] = u64('meta.checksum', ownField(meta, 'checksum'));
+    this.#meta[3] = BigInt(u32('meta.codecId', ownField(meta, 'codecId')));
+    this.#meta[4] = BigInt(u32('meta.representationVersion', ownField(meta, 'representationVersion')));
     const status = handle.publish(reservation.slot, reservation.generation, this.#meta);
     if (status !== STATUS.OK) throw statusError(status, `publish(${reservation.key})`);
   }
@@ -287,7 +310,7 @@ export class LeaseTable {
     assertArtifactKey(key);
     const handle = this.#open('recordDeviceWrite');
     if (typeof write !== 'object' || write === null) throw invalidArgument('write', 'a device write { device, arena, arenaGeneration, writeSeq }', write);
-    const writeSeq = u64('write.writeSeq', write.writeSeq);
+    const writeSeq = u64('write.writeSeq', ownField(write, 'writeSeq'));
     const target = normalizeTarget(write);
     if (target === null) {
       throw invalidArgument('write', 'a device write with device "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" and non-negative arena and arenaGeneration', write);
@@ -378,6 +401,36 @@ export class LeaseTable {
 const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 
 /**
+ * Object.prototype, read for the names tryPin takes from `want`. The wake path reads `want` with
+ * plain property reads: an own-property check (Object.hasOwn) on every pin costs a device pin
+ * 10-15% (bench:pin device-hit). A value that differs from Object.prototype's is not inherited
+ * from it, so Object.hasOwn runs only when the two are equal: when Object.prototype holds the same
+ * value (polluted), or for a missing `target` (both undefined). V8 folds the read of an
+ * Object.prototype that holds no such name to a constant.
+ */
+const OBJECT_PROTOTYPE = Object.prototype as Record<string, unknown>;
+
+/** The readiness `want` asks for: `ERR_INVALID_ARGUMENT` for anything but `'host'` or `'device'`, or one `want` inherits from Object.prototype. */
+function readinessOf(want: unknown): Readiness {
+  if (isObject(want)) {
+    const readiness = want.readiness;
+    if ((readiness === 'host' || readiness === 'device') && (readiness !== OBJECT_PROTOTYPE.readiness || Object.hasOwn(want, 'readiness'))) return readiness;
+  }
+  throw invalidArgument('want', "a readiness request { readiness: 'host' } or { readiness: 'device', target }", want);
+}
+
+function throwBadConsumer(consumer: unknown): never {
+  throw invalidArgument('consumer', 'a consumer { engine, request, generation } (non-empty strings, a non-negative safe integer)', consumer);
+}
+
+/** A consumer's shape, checked on each pin with a few type checks (the coordinator's consumers were checked fully at onWait). */
+function isConsumer(value: unknown): boolean {
+  if (!isObject(value)) return false;
+  const { engine, request, generation } = value;
+  return typeof engine === 'string' && engine !== '' && typeof request === 'string' && request !== '' && Number.isSafeInteger(generation) && (generation as number) >= 0;
+}
+
+/**
  * Opens (or with `create`, creates) a lease table and registers this thread
  * as one of its clients. Errors: `ERR_INVALID_ARGUMENT` (name, role, capacity,
  * mode), `ERR_TABLE_NOT_FOUND`, `ERR_TABLE_EXISTS`, `ERR_BAD_SEGMENT`,
@@ -386,6 +439,8 @@ const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
  */
 export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   if (typeof options !== 'object' || options === null) throw invalidArgument('options', 'an object { name, role, create?, implementation? }', options);
+  // Own properties only (here and in `create`): an inherited `create` must not turn an open into a create.
+  options = ownOptions(options);
   const { name, role, create, buffer } = options;
   if (typeof name !== 'string' || !NAME.test(name)) {
     throw invalidArgument('options.name', '1-200 characters of A-Z a-z 0-9 . _ -, not starting with a dot', name);
@@ -395,11 +450,11 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   let mode = 0o600;
   if (create !== undefined) {
     if (typeof create !== 'object' || create === null) throw invalidArgument('options.create', 'an object { capacity, mode? }', create);
-    capacity = create.capacity;
+    capacity = ownField(create, 'capacity') as number;
     if (typeof capacity !== 'number' || !Number.isInteger(capacity) || capacity < 1 || capacity > MAX_CAPACITY) {
       throw invalidArgument('options.create.capacity', `an integer in [1, ${MAX_CAPACITY}]`, capacity);
     }
-    mode = create.mode ?? 0o600;
+    mode = (ownField(create, 'mode') as number | undefined) ?? 0o600;
     if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o777) {
       throw invalidArgument('options.create.mode', 'a permission mode in [0, 0o777]', mode);
     }
