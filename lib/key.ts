@@ -256,9 +256,12 @@ export function artifactKey(fields: ArtifactKeyFields): ArtifactKey {
 
 /** Throws `ERR_INVALID_KEY` unless `value` is an {@link ArtifactKey} built by this package. */
 export function assertArtifactKey(value: unknown): asserts value is ArtifactKey {
-  if (!isArtifactKey(value)) {
-    throw new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
-  }
+  if (!isArtifactKey(value)) throw notAKey();
+}
+
+/** @internal The `ERR_INVALID_KEY` for a value that is not an {@link ArtifactKey}. */
+export function notAKey(): WaitprepError {
+  return new WaitprepError('ERR_INVALID_KEY', 'Expected `key` to be an ArtifactKey built by artifactKey()', { field: 'key' });
 }
 
 

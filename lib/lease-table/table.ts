@@ -1,5 +1,5 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
-import { assertArtifactKey, keyDigestBytes, keyDigestWords, type ArtifactKey } from '../key.js';
+import { assertArtifactKey, keyDigestBytes, keyDigestWords, notAKey, type ArtifactKey } from '../key.js';
 import { normalizeTarget } from '../device-target.js';
 import { isObject, ownField, ownOptions, u64OrNull } from '../internal/validate.js';
 import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
@@ -242,9 +242,15 @@ export class LeaseTable {
    * non-negative safe integer). A malformed target is the miss `invalid-target`.
    */
   tryPin(key: ArtifactKey, want: ReadinessRequest = HOST, consumer: Consumer = DIRECT): Lease | Miss {
-    // The defaults are this module's frozen constants, known good: the common wake costs a
-    // brand check on the key and two identity compares.
-    assertArtifactKey(key);
+    // The defaults are this module's frozen constants, known good: the common wake costs two
+    // identity compares. The key's check is the read of its digest, a private field that only
+    // a key built by this package has (a forged one, or a non-object, throws TypeError there).
+    let digest: Uint8Array;
+    try {
+      digest = keyDigestBytes(key);
+    } catch {
+      throw notAKey();
+    }
     const readiness = want === HOST ? 'host' : readinessOf(want);
     if (consumer !== DIRECT && !isConsumer(consumer)) throwBadConsumer(consumer);
     const handle = this.#handle;
@@ -255,7 +261,7 @@ export class LeaseTable {
       device = target !== OBJECT_PROTOTYPE.target || Object.hasOwn(want, 'target') ? encodedTarget(target) : null;
       if (device === null) return MISS_INVALID_TARGET;
     }
-    const status = handle.tryPin(keyDigestBytes(key), device, keyDigestWords(key));
+    const status = handle.tryPin(digest, device, keyDigestWords(key));
     if (status !== STATUS.OK) return MISSES[status] ?? MISS_CONTENDED;
     return new TableLease(this, key, consumer, readiness, this.#halves);
   }
