@@ -4,7 +4,7 @@
 // process publishing into a lease table (bin/demo/); `demo --scripted` is the earlier
 // scripted sequence.
 import { demo } from './demo/cli.js';
-import { inspect, reap } from './inspect.js';
+import { clean, inspect, reap } from './inspect.js';
 
 const [command = 'help', ...rest] = process.argv.slice(2);
 
@@ -12,6 +12,7 @@ const commands = {
   demo: () => demo(rest),
   inspect: () => inspect(rest),
   reap: () => reap(rest),
+  clean: () => clean(rest),
   help: () => {
     console.log(`usage: waitprep <command>
 
@@ -24,10 +25,14 @@ commands:
                             and producer; this inspector's own client entry is left out
   reap <table> [--json]     release the pins and entries of dead clients (and a dead
                             producer's role), and say which
+  clean [<table>...] [--dry-run] [--json]
+                            remove the tables in /dev/shm (or those named) whose producer and
+                            every client are dead, with the demo's arena and socket named after
+                            them; only files with the waitprep magic; says what it removed and kept
   help                      this text
 
-exit codes of inspect and reap:
-  0  healthy (reap: done)
+exit codes of inspect, reap and clean (clean: the highest of its tables'):
+  0  healthy (reap: done; clean: removed, or kept because in use)
   1  pins held by dead clients, or a dead producer: run \`waitprep reap <table>\`
   2  usage error
   3  no such table
