@@ -1092,7 +1092,7 @@ function conformance(impl: Impl, h: Harness): void {
       const lease = asLease(reader.tryPin(key));
       const seen = reader.inspect();
       expect(seen.capacity).toBe(32);
-      expect(seen.abiVersion).toBe(1);
+      expect(seen.abiVersion).toBe(WP_ABI_VERSION);
       expect(seen.segmentSize).toBe(BigInt(segmentSize(32)));
       expect(seen.producer).toBe(producer.clientIndex);
       expect(seen.reapedClients).toBe(0n);
@@ -1407,7 +1407,7 @@ describe.skipIf(nativeAddon === null)('native only', () => {
       ['100 bytes of zeros', () => Buffer.alloc(100)],
       ['a full-size file of zeros', (b) => Buffer.alloc(b.length)],
       ['a changed magic', (b) => (b.writeUInt8(b.readUInt8(0) ^ 0xff, 0), b)],
-      ['ABI version 2', (b) => (b.writeUInt32LE(2, HDR.ABI_VERSION), b)],
+      ['ABI version 1 (the previous one)', (b) => (b.writeUInt32LE(1, HDR.ABI_VERSION), b)],
       ['ABI version 0', (b) => (b.writeUInt32LE(0, HDR.ABI_VERSION), b)],
       ['a larger capacity', (b) => (b.writeUInt32LE(16, HDR.CAPACITY), b)],
       ['a smaller capacity', (b) => (b.writeUInt32LE(4, HDR.CAPACITY), b)],
@@ -1507,7 +1507,7 @@ describe('js fallback: corrupt buffers', () => {
     ['100 bytes of zeros', () => new SharedArrayBuffer(100)],
     ['a full-size buffer of zeros', () => new SharedArrayBuffer(segmentSize(8))],
     ['a changed magic', () => mutate(validBuffer(), (v) => v.setUint8(0, v.getUint8(0) ^ 0xff))],
-    ['ABI version 2', () => mutate(validBuffer(), (v) => v.setUint32(HDR.ABI_VERSION, 2, true))],
+    ['ABI version 1 (the previous one)', () => mutate(validBuffer(), (v) => v.setUint32(HDR.ABI_VERSION, 1, true))],
     ['a larger capacity', () => mutate(validBuffer(), (v) => v.setUint32(HDR.CAPACITY, 16, true))],
     ['a smaller capacity', () => mutate(validBuffer(), (v) => v.setUint32(HDR.CAPACITY, 4, true))],
     ['capacity 0', () => mutate(validBuffer(), (v) => v.setUint32(HDR.CAPACITY, 0, true))],

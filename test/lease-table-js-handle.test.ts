@@ -285,7 +285,7 @@ describe('JS lease table: corrupt segments', () => {
   const cases: Array<[string, () => SharedArrayBuffer]> = [
     ['bad magic', () => withField(HDR.MAGIC, 8, 0x5045525054494158n)],
     ['zero magic (not initialised)', () => withField(HDR.MAGIC, 8, 0n)],
-    ['wrong ABI version', () => withField(HDR.ABI_VERSION, 4, 2)],
+    ['wrong ABI version', () => withField(HDR.ABI_VERSION, 4, 1)],
     ['wrong header size', () => withField(HDR.HEADER_SIZE, 4, 128)],
     ['capacity 0', () => withField(HDR.CAPACITY, 4, 0)],
     ['huge capacity', () => withField(HDR.CAPACITY, 4, 0xffffffff)],

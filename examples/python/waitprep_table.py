@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: WP_ABI_VERSION of the header this wrapper mirrors; checked against wp_abi_version() at load.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 #: Status codes (the header's enum).
 STATUS = {
@@ -72,6 +72,7 @@ STATUS = {
     "WP_ERR_EXISTS": 47,
     "WP_ERR_NO_MEMORY": 48,
     "WP_ERR_NO_SPACE": 49,
+    "WP_ERR_PERMISSION": 50,
 }
 _S = STATUS
 
@@ -176,7 +177,7 @@ _SIGNATURES = {
     "wp_close": (None, [_VOIDP]),
     "wp_unlink": (ctypes.c_int, [ctypes.c_char_p]),
     "wp_try_pin": (ctypes.c_int, [_VOIDP, _DIGEST, ctypes.POINTER(WpDeviceRecord), ctypes.POINTER(WpLease)]),
-    "wp_unpin": (None, [_VOIDP, ctypes.POINTER(WpLease)]),
+    "wp_unpin": (ctypes.c_int, [_VOIDP, ctypes.POINTER(WpLease)]),
     "wp_reserve": (ctypes.c_int, [_VOIDP, _DIGEST, ctypes.POINTER(WpReservation)]),
     "wp_publish": (ctypes.c_int, [_VOIDP, ctypes.POINTER(WpReservation), ctypes.POINTER(WpMeta)]),
     "wp_abandon": (ctypes.c_int, [_VOIDP, ctypes.POINTER(WpReservation)]),
@@ -245,7 +246,7 @@ def status_mismatch(spell, statuses=STATUS):
 
 
 def _fail(lib, what, status):
-    errno_value = ctypes.get_errno() if status == _S["WP_ERR_SYSTEM"] else 0
+    errno_value = ctypes.get_errno() if status in (_S["WP_ERR_SYSTEM"], _S["WP_ERR_PERMISSION"]) else 0
     return WaitprepError(what, status, status_name(lib, status), errno_value)
 
 
@@ -256,7 +257,8 @@ def _check_name(name):
 
 
 def unlink(name, lib=None):
-    """Removes a table's name (/dev/shm/<name>). True when removed, False when it did not exist."""
+    """Removes a table's name (/dev/shm/<name>). True when removed, False when it did not exist;
+    WaitprepError (WP_ERR_PERMISSION) when the caller may not remove it."""
     lib = lib if lib is not None else load()
     status = lib.wp_unlink(_check_name(name))
     if status == _S["WP_OK"]:
@@ -356,10 +358,13 @@ class Lease:
         return self._table is None
 
     def unpin(self):
-        """Releases the pin; a second call releases nothing (the ABI's token makes it safe anyway)."""
+        """Releases the pin. True when this call released it; False when it released nothing: a
+        second call, a table closed since, or a lease wp_unpin calls stale (released already
+        through a copy, or not this table's)."""
         table, self._table = self._table, None
-        if table is not None and table._handle is not None:
-            table._lib.wp_unpin(table._handle, ctypes.byref(self._raw))
+        if table is None or table._handle is None:
+            return False
+        return table._lib.wp_unpin(table._handle, ctypes.byref(self._raw)) == _S["WP_OK"]
 
     close = unpin
 
@@ -503,10 +508,10 @@ class Table:
         raise _fail(self._lib, "wp_try_pin(%s)" % _digest(digest).hex(), status)
 
     def unpin(self, lease):
-        """Releases a lease from :meth:`try_pin` (idempotent)."""
+        """Releases a lease from :meth:`try_pin` (idempotent): True when this call released it."""
         if not isinstance(lease, Lease):
             raise ValueError("unpin takes a Lease from try_pin; got %r" % (lease,))
-        lease.unpin()
+        return lease.unpin()
 
     def client_pins(self, slot):
         """Pins this client holds on ``slot``."""

@@ -6,7 +6,8 @@
  * so the two can never drift. Miss reasons are named after the MISS_
  * statuses (lib/miss-reasons.ts).
  */
-export const WP_ABI_VERSION = 1;
+/** 2: wp_unpin returns a status, and ERR_PERMISSION is new. A segment of another ABI is refused. */
+export const WP_ABI_VERSION = 2;
 /** "WAITPREP" read as a little-endian u64. */
 export const WP_MAGIC = 0x5045525054494157n;
 
@@ -80,6 +81,7 @@ export const STATUS = {
   ERR_EXISTS: 47,
   ERR_NO_MEMORY: 48,
   ERR_NO_SPACE: 49,
+  ERR_PERMISSION: 50,
 } as const;
 
 export function segmentSize(capacity: number): number {

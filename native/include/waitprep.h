@@ -59,7 +59,9 @@
 extern "C" {
 #endif
 
-#define WP_ABI_VERSION 1
+/* 2: wp_unpin returns a status; WP_ERR_PERMISSION. A segment's header names the ABI that made it,
+ * and a segment of another ABI is refused (WP_ERR_BAD_SEGMENT). */
+#define WP_ABI_VERSION 2
 #define WP_MAGIC 0x5045525054494157ULL /* "WAITPREP" read as a little-endian u64 */
 
 #define WP_HEADER_SIZE 256u
@@ -136,7 +138,8 @@ extern "C" {
   X(WP_ERR_NOT_FOUND, 46)                                     \
   X(WP_ERR_EXISTS, 47)                                        \
   X(WP_ERR_NO_MEMORY, 48)                                     \
-  X(WP_ERR_NO_SPACE, 49) /* creation: /dev/shm lacks room */
+  X(WP_ERR_NO_SPACE, 49) /* creation: /dev/shm lacks room */ \
+  X(WP_ERR_PERMISSION, 50) /* file permissions refused it; errno: EACCES or EPERM */
 
 enum {
 #define WP_STATUS_ENUMERATOR(name, value) name = value,
@@ -172,19 +175,30 @@ typedef struct {
   uint32_t mode;            /* creation mode; 0 means 0600 */
 } wp_open_options;
 
+/* Arguments: every entry point checks its pointers. One returning a status answers
+ * WP_ERR_INVALID_ARGUMENT for a NULL it needs (wp_reap_dead_clients: its negation); the others
+ * answer as their comments say. Only documented NULLs (a NULL target, NULL options) mean
+ * something. */
+
 /* Opens (capacity 0) or creates (capacity > 0, fails WP_ERR_EXISTS if present) a table and
  * registers the caller as a client. producer != 0 claims the single producer role. Creation
  * allocates the whole segment up front and fails WP_ERR_NO_SPACE (nothing left behind) when
  * the filesystem under /dev/shm cannot hold it. */
 int wp_open(const char *name, int producer, uint32_t create_capacity, wp_table **out);
+/* options NULL: open an existing table. A shm_open refused by file permissions is
+ * WP_ERR_PERMISSION, any other failed system call WP_ERR_SYSTEM; errno says which. */
 int wp_open_ex(const char *name, int producer, const wp_open_options *options, wp_table **out);
-/* Releases every pin this client holds, gives up the producer role, unregisters, unmaps. */
+/* Releases every pin this client holds, gives up the producer role, unregisters, unmaps.
+ * wp_close(NULL) does nothing. */
 void wp_close(wp_table *t);
-/* Removes the table's name; mapped handles keep working until closed. */
+/* Removes the table's name; mapped handles keep working until closed. WP_ERR_NOT_FOUND when there
+ * is no such table, WP_ERR_PERMISSION when the caller may not remove it (errno set). */
 int wp_unlink(const char *name);
 
 int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *target /* NULL: host */, wp_lease *out);
-void wp_unpin(wp_table *t, const wp_lease *lease);
+/* WP_OK: released. WP_STALE: nothing released, because the lease was released already (or is a
+ * copy of one that was), or is not one of this handle's. */
+int wp_unpin(wp_table *t, const wp_lease *lease);
 
 int wp_reserve(wp_table *t, const uint8_t digest[32], wp_reservation *out);
 int wp_publish(wp_table *t, const wp_reservation *r, const wp_meta *meta);
@@ -207,7 +221,8 @@ typedef struct {
 } wp_cuda_device;
 int wp_cuda_devices(wp_cuda_device *out, int max, char *reason, size_t reason_size);
 
-/* Introspection for tools and tests. */
+/* Introspection for tools and tests: for a NULL table these answer 0 (wp_client_index: -1,
+ * wp_segment: NULL). */
 uint32_t wp_capacity(const wp_table *t);
 int wp_client_index(const wp_table *t);
 int wp_is_producer(const wp_table *t);
@@ -232,7 +247,7 @@ typedef struct {
 } wp_summary;
 int wp_summarize(const wp_table *t, wp_summary *out);
 /* Pins `iterations` times then unpins, in C with no JS crossing (the benchmark's floor).
- * Returns the number of successful pins. */
+ * Returns the number of successful pins (0 for a NULL argument). */
 uint64_t wp_pin_loop(wp_table *t, const uint8_t digest[32], uint64_t iterations);
 
 #ifdef __cplusplus

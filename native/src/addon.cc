@@ -122,7 +122,9 @@ napi_value UnpinRaw(napi_env env, napi_callback_info cbinfo) {
     wp_lease lease{};
     lease.slot = static_cast<uint32_t>(h->out[kUnpinSlotWord]);
     lease.token = h->out[kUnpinTokenWord];
-    wp_unpin(h->table, &lease);
+    // A stale lease (released before, or not this handle's) releases nothing, which is all a
+    // close needs: lease.close is idempotent, so the status is not carried back.
+    (void)wp_unpin(h->table, &lease);
   }
   return nullptr;
 }

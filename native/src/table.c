@@ -390,6 +390,10 @@ static int claim_producer(wp_table *t) {
 
 /* ---- open / close -------------------------------------------------------------------- */
 
+/* The status for a failed system call, from errno: a refusal by file permissions (EACCES, EPERM)
+ * has its own status, so a caller can tell it from everything else; errno still says which. */
+static int system_status(void) { return errno == EACCES || errno == EPERM ? WP_ERR_PERMISSION : WP_ERR_SYSTEM; }
+
 static int valid_name(const char *name) {
   size_t n = name ? strlen(name) : 0;
   if (n == 0 || n > WP_MAX_NAME) return 0;
@@ -460,7 +464,7 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
   size_t size;
   if (create) {
     fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
-    if (fd < 0) return errno == EEXIST ? WP_ERR_EXISTS : WP_ERR_SYSTEM;
+    if (fd < 0) return errno == EEXIST ? WP_ERR_EXISTS : system_status();
     fchmod(fd, (mode_t)mode); /* the umask must not narrow what the caller asked for */
     size = segment_size_for(create);
     /* Reserve every page now: a sparse segment on a tmpfs without room for it maps fine and
@@ -477,7 +481,7 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
     }
   } else {
     fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : WP_ERR_SYSTEM;
+    if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : system_status();
     struct stat st;
     /* A creator sizes the file and then writes the magic last: give one that is still at
      * it a moment (up to ~100 ms) before calling an empty or magic-less segment bad. */
@@ -564,7 +568,7 @@ int wp_unlink(const char *name) {
   if (!valid_name(name)) return WP_ERR_INVALID_ARGUMENT;
   char path[WP_MAX_NAME + 2];
   snprintf(path, sizeof path, "/%s", name);
-  if (shm_unlink(path) != 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : WP_ERR_SYSTEM;
+  if (shm_unlink(path) != 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : system_status();
   return WP_OK;
 }
 
@@ -620,6 +624,7 @@ static int check_device_record(const wp_table *t, uint32_t slot, const wp_device
 }
 
 int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *target, wp_lease *out) {
+  if (t == NULL || digest == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
   const uint64_t bit = 1ull << t->client;
   uint32_t slot = home_slot(t, digest);
   int seen = WP_MISS_ABSENT;
@@ -663,13 +668,13 @@ int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *ta
   return seen;
 }
 
-void wp_unpin(wp_table *t, const wp_lease *lease) {
-  if (t == NULL || lease == NULL) return;
+int wp_unpin(wp_table *t, const wp_lease *lease) {
+  if (t == NULL || lease == NULL) return WP_ERR_INVALID_ARGUMENT;
   uint32_t index = (uint32_t)lease->token;
   uint32_t gen = (uint32_t)(lease->token >> 32);
-  if (index >= t->lease_cap) return;
+  if (index >= t->lease_cap) return WP_STALE;
   lease_record *r = &t->leases[index];
-  if (!r->live || r->gen != gen || r->slot != lease->slot) return; /* closed before, or not ours */
+  if (!r->live || r->gen != gen || r->slot != lease->slot) return WP_STALE; /* closed before, or not ours */
   r->live = 0;
   r->gen++;
   r->next_free = t->lease_free;
@@ -679,6 +684,7 @@ void wp_unpin(wp_table *t, const wp_lease *lease) {
      * the bit cleared. */
     __atomic_fetch_and(slot_word(t, r->slot, WP_SLOT_PIN_MASK), ~(1ull << t->client), __ATOMIC_RELEASE);
   }
+  return WP_OK;
 }
 
 /* ---- producer side ------------------------------------------------------------------- */
@@ -859,6 +865,7 @@ int wp_summarize(const wp_table *t, wp_summary *out) {
 }
 
 uint64_t wp_pin_loop(wp_table *t, const uint8_t digest[32], uint64_t iterations) {
+  if (t == NULL || digest == NULL) return 0;
   uint64_t hits = 0;
   wp_lease lease;
   for (uint64_t i = 0; i < iterations; i++) {
