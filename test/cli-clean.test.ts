@@ -1,17 +1,18 @@
 // `waitprep clean` (bin/inspect.js) against real leftovers: the demo's storage-worker process
 // (bin/storage-worker.js: the producer, its arena and its socket) and a consumer child that pins
 // what it published are both SIGKILLed, and clean removes the table, the arena and the socket; a
-// table with a live client is kept, and so is a file in /dev/shm that has a table's kind of name
+// table with a live client or one of another pid namespace is kept, and so is a file in /dev/shm that has a table's kind of name
 // but not the waitprep magic. Names are always passed, except in the one --dry-run scan, so that
 // this file never removes what other test files running beside it left for a moment.
 // The CLI imports the package by name (dist/): run `npm run build` first.
 import { fork, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, encodeArtifactKey } from '../lib/index.js';
+import { CLIENT_FIELD, CLIENT_SIZE, CLIENT_STATE, CLIENT_WORD, CLIENTS_OFFSET } from '../lib/lease-table/layout.js';
 import { keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 import { leaseHolders, type Holder } from './children.js';
 import { NATIVE, runsIf } from './skip-reasons.js';
@@ -142,6 +143,33 @@ describe.runIf(runsIf('waitprep clean (native: the JavaScript fallback leaves no
     expect(run.status, run.stderr).toBe(1);
     expect(run.report.results[0]).toMatchObject({ table: name, removed: false, liveClients: [{ pid: consumer.pid, liveness: 'alive' }] });
     expect(run.report.results[0].reason).toContain(`waitprep reap ${name}`);
+    expect(existsSync(`/dev/shm/${name}`)).toBe(true);
+  });
+
+  it('keeps a table with an entry of another pid namespace: not dead, so not gone', async () => {
+    const name = tableName();
+    const producer = open({ name, role: 'producer', create: { capacity: 64 } });
+    producer.publish(producer.reserve(artifactKey(keyFields(0))), publicationMeta(0, 1));
+    producer.close();
+    const consumer = await pinningConsumer(name);
+    await kill(consumer.child, consumer.exited);
+    // Entry 63 ACTIVE for pid 1 of a pid namespace that is not ours: nobody here can judge it.
+    const entry = Buffer.alloc(CLIENT_SIZE);
+    entry.writeBigUInt64LE((7n << BigInt(CLIENT_WORD.SERIAL_SHIFT)) | (1n << BigInt(CLIENT_WORD.PID_SHIFT)) | BigInt(CLIENT_STATE.ACTIVE), CLIENT_FIELD.WORD);
+    entry.writeBigUInt64LE(1n, CLIENT_FIELD.START_TIME);
+    entry.writeBigUInt64LE(statSync('/proc/self/ns/pid', { bigint: true }).ino + 1n, CLIENT_FIELD.PID_NS);
+    entry.writeBigUInt64LE(statSync('/proc/self/ns/time', { bigint: true }).ino, CLIENT_FIELD.TIME_NS);
+    const fd = openSync(`/dev/shm/${name}`, 'r+');
+    try {
+      expect(writeSync(fd, entry, 0, CLIENT_SIZE, CLIENTS_OFFSET + 63 * CLIENT_SIZE)).toBe(CLIENT_SIZE);
+    } finally {
+      closeSync(fd);
+    }
+
+    const run = cliJson([name]);
+    expect(run.report.results[0]).toMatchObject({ table: name, removed: false, liveClients: [{ index: 63, pid: 1, liveness: 'other-namespace' }] });
+    // The dead consumer still holds its pin: a reap is what this table needs.
+    expect(run.status, run.stderr).toBe(1);
     expect(existsSync(`/dev/shm/${name}`)).toBe(true);
   });
 
