@@ -21,6 +21,7 @@ export type WaitprepErrorCode =
   | 'ERR_DEADLINE'
   | 'ERR_MISSING_PEER'
   | 'ERR_NO_SPACE'
+  | 'ERR_PERMISSION_DENIED'
   | 'ERR_SYSTEM';
 
 /**

@@ -1,7 +1,8 @@
-import { statfsSync } from 'node:fs';
+import { closeSync, openSync, readSync, statfsSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { WaitprepError } from '../errors.js';
 import type { RawSummary, TableHandle } from './handle.js';
-import { EXCHANGE, STATUS, segmentSize } from './layout.js';
+import { EXCHANGE, HDR, STATUS, WP_ABI_VERSION, WP_MAGIC, segmentSize } from './layout.js';
 
 const STATUS_INVALID = STATUS.ERR_INVALID_ARGUMENT;
 
@@ -21,7 +22,7 @@ export interface NativeTableAddon {
     capacity: number,
     mode: number,
     exchange: BigUint64Array,
-  ): [number, unknown, ...([] | [pinHost: () => number, pinDevice: () => number, unpin: () => void])];
+  ): [number, unknown, ...([] | [errno: number] | [pinHost: () => number, pinDevice: () => number, unpin: () => void])];
   close(h: unknown): void;
   reserve(h: unknown, digest: Uint8Array): number;
   publish(h: unknown, slot: number, generation: bigint, meta: BigUint64Array): number;
@@ -35,7 +36,8 @@ export interface NativeTableAddon {
   /** A status number when the handle is closed. */
   summary(h: unknown): RawSummary | number;
   pinLoop(h: unknown, digest: Uint8Array, iterations: bigint): bigint;
-  unlink(name: string): number;
+  /** [status, errno]: errno for ERR_SYSTEM and ERR_PERMISSION. */
+  unlink(name: string): [number, number];
   cudaDevices(): { devices: Array<{ ordinal: number; uuid: Uint8Array }> | null; reason?: string };
 }
 
@@ -43,13 +45,15 @@ export interface NativeTableAddon {
 export function openNativeHandle(
   addon: NativeTableAddon,
   options: { name: string; producer: boolean; createCapacity: number; mode: number },
-): { status: number; handle: TableHandle | null } {
+): { status: number; handle: TableHandle | null; errno: number } {
   const exchange = new BigUint64Array(EXCHANGE.WORDS);
-  const [status, h, pinHost, pinDevice, unpinBound] = addon.open(options.name, options.producer, options.createCapacity, options.mode, exchange);
-  if (status !== 0) return { status, handle: null };
-  if (pinHost === undefined || pinDevice === undefined || unpinBound === undefined) {
+  const opened = addon.open(options.name, options.producer, options.createCapacity, options.mode, exchange);
+  const [status, h] = opened;
+  if (status !== 0) return { status, handle: null, errno: typeof opened[2] === 'number' ? opened[2] : 0 };
+  const [, , pinHost, pinDevice, unpinBound] = opened;
+  if (typeof pinHost !== 'function' || pinDevice === undefined || unpinBound === undefined) {
     addon.close(h);
-    return { status: STATUS.ERR_SYSTEM, handle: null };
+    return { status: STATUS.ERR_SYSTEM, handle: null, errno: 0 };
   }
   const info = addon.describe(h);
   // The inputs of the wake path, written here and read by the bound C callbacks.
@@ -108,7 +112,35 @@ export function openNativeHandle(
     },
     close: () => addon.close(h),
   };
-  return { status, handle };
+  return { status, handle, errno: 0 };
+}
+
+/**
+ * For a native open refused with ERR_BAD_SEGMENT: what the file's header says when it is a
+ * waitprep table of another ABI version (the sentence to add to the error), else ''.
+ */
+export function otherAbiNote(name: string): string {
+  const header = Buffer.alloc(HDR.ABI_VERSION + 4);
+  let fd = -1;
+  try {
+    fd = openSync(`${SHM_DIR}/${name}`, 'r');
+    if (readSync(fd, header, 0, header.length, 0) !== header.length) return '';
+  } catch {
+    return '';
+  } finally {
+    if (fd >= 0) closeSync(fd);
+  }
+  if (header.readBigUInt64LE(HDR.MAGIC) !== WP_MAGIC) return '';
+  const abi = header.readUInt32LE(HDR.ABI_VERSION);
+  if (abi === WP_ABI_VERSION) return '';
+  return `; it was made by ABI version ${abi} and this waitprep is ABI version ${WP_ABI_VERSION}: ` +
+    'never share a segment across ABI versions (docs/operations.md, "Upgrading across ABI versions")';
+}
+
+/** An errno number by its name (`EACCES`), or `errno <n>` for one Node does not name. */
+export function errnoName(errno: number): string {
+  for (const [name, value] of Object.entries(osConstants.errno)) if (value === errno) return name;
+  return `errno ${errno}`;
 }
 
 /** Where the native tables live (POSIX shm_open on Linux). */

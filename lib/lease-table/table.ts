@@ -10,7 +10,7 @@ import { inspectSegment, type TableInspection, type TableSummary } from './inspe
 import { openJsHandle } from './js-handle.js';
 import { deviceRecord, encodedTarget } from './device-record.js';
 import { MAX_CAPACITY, STATUS } from './layout.js';
-import { noSpaceError, openNativeHandle } from './native-handle.js';
+import { errnoName, noSpaceError, openNativeHandle, otherAbiNote } from './native-handle.js';
 
 /** Options of {@link openLeaseTable}. */
 export interface OpenLeaseTableOptions {
@@ -58,9 +58,14 @@ const MISS_CONTENDED = MISS.contended;
 const MISS_CLOSED = MISS['table-closed'];
 const MISS_INVALID_TARGET = MISS['invalid-target'];
 
-/** Turns a status code into the error a caller sees. */
-function statusError(status: number, what: string): WaitprepError {
+/** Turns a status code into the error a caller sees; `errno` (0: unknown) for a refused or failed system call. */
+function statusError(status: number, what: string, errno = 0): WaitprepError {
   switch (status) {
+    case STATUS.ERR_PERMISSION:
+      return new WaitprepError(
+        'ERR_PERMISSION_DENIED',
+        `${what}: permission denied (${errno === 0 ? 'EACCES or EPERM' : errnoName(errno)}): the table's owner or mode does not let this user do it`,
+      );
     case STATUS.ERR_BAD_SEGMENT:
       return new WaitprepError('ERR_BAD_SEGMENT', `${what}: the segment is not a waitprep lease table of this ABI (wrong magic, version, size or geometry)`);
     case STATUS.ERR_WRITER_EXISTS:
@@ -82,7 +87,7 @@ function statusError(status: number, what: string): WaitprepError {
     case STATUS.ERR_INVALID_ARGUMENT:
       return new WaitprepError('ERR_INVALID_ARGUMENT', `${what}: invalid argument`);
     default:
-      return new WaitprepError('ERR_SYSTEM', `${what}: failed with status ${status}`);
+      return new WaitprepError('ERR_SYSTEM', `${what}: failed with status ${status}${errno === 0 ? '' : ` (${errnoName(errno)})`}`);
   }
 }
 
@@ -475,8 +480,12 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   const producer = role === 'producer';
   const what = `openLeaseTable(${JSON.stringify(name)})`;
   if (useNative) {
-    const { status, handle } = openNativeHandle(nativeAddon!, { name, producer, createCapacity: capacity, mode });
-    if (handle === null) throw status === STATUS.ERR_NO_SPACE ? noSpaceError(what, capacity) : statusError(status, what);
+    const { status, handle, errno } = openNativeHandle(nativeAddon!, { name, producer, createCapacity: capacity, mode });
+    if (handle === null) {
+      if (status === STATUS.ERR_NO_SPACE) throw noSpaceError(what, capacity);
+      if (status === STATUS.ERR_BAD_SEGMENT) throw statusError(status, what + otherAbiNote(name));
+      throw statusError(status, what, errno);
+    }
     return new LeaseTable(handle, 'native', name, role, null);
   }
   const opened = openJsHandle({ name, producer, createCapacity: capacity, ...(buffer ? { buffer } : {}) });
@@ -484,11 +493,18 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   return new LeaseTable(opened.handle, 'js', name, role, opened.buffer);
 }
 
-/** Removes a native table's name (`/dev/shm/<name>`); open handles keep working until closed. */
+/**
+ * Removes a native table's name (`/dev/shm/<name>`); open handles keep working until closed.
+ * True when removed, false when there is no such table (or no addon). A name this user may not
+ * remove throws `ERR_PERMISSION_DENIED` (with the errno), any other failure `ERR_SYSTEM`.
+ */
 export function unlinkLeaseTable(name: string): boolean {
   if (typeof name !== 'string' || !NAME.test(name)) throw invalidArgument('name', 'a table name', name);
   if (nativeAddon === null) return false;
-  return nativeAddon.unlink(name) === STATUS.OK;
+  const [status, errno] = nativeAddon.unlink(name);
+  if (status === STATUS.OK) return true;
+  if (status === STATUS.ERR_NOT_FOUND) return false;
+  throw statusError(status, `unlinkLeaseTable(${JSON.stringify(name)})`, errno);
 }
 
 /** The coordinator's backend over a lease table: `new WaitCoordinator({ backend: leaseTableBackend(table), … })`. */

@@ -4,6 +4,7 @@
 // status code, and results go into the caller's scratch BigUint64Array.
 #include <napi.h>
 
+#include <cerrno>
 #include <cstring>
 #include <unordered_set>
 
@@ -149,10 +150,14 @@ Napi::Value Open(const Napi::CallbackInfo &info) {
                 exchange.As<Napi::TypedArray>().ElementLength() >= kExchangeWords;
   wp_table *table = nullptr;
   int rc = usable ? wp_open_ex(name.c_str(), producer ? 1 : 0, &options, &table) : WP_ERR_INVALID_ARGUMENT;
+  int err = rc == WP_OK ? 0 : errno; // before any Node-API call can change it
   Napi::Array result = Napi::Array::New(env, 5);
   result.Set(0u, Napi::Number::New(env, rc));
   if (rc != WP_OK) {
+    // A failed open: [status, null, errno] (errno means something for WP_ERR_SYSTEM and
+    // WP_ERR_PERMISSION only).
     result.Set(1u, env.Null());
+    result.Set(2u, Napi::Number::New(env, err));
     return result;
   }
   auto *instance = env.GetInstanceData<Instance>();
@@ -303,8 +308,15 @@ Napi::Value CudaDevices(const Napi::CallbackInfo &info) {
   return result;
 }
 
+// unlink(name) -> [status, errno]: errno for WP_ERR_SYSTEM and WP_ERR_PERMISSION.
 Napi::Value Unlink(const Napi::CallbackInfo &info) {
-  return Napi::Number::New(info.Env(), wp_unlink(info[0].As<Napi::String>().Utf8Value().c_str()));
+  std::string name = info[0].As<Napi::String>().Utf8Value();
+  int rc = wp_unlink(name.c_str());
+  int err = rc == WP_OK ? 0 : errno;
+  Napi::Array result = Napi::Array::New(info.Env(), 2);
+  result.Set(0u, Napi::Number::New(info.Env(), rc));
+  result.Set(1u, Napi::Number::New(info.Env(), err));
+  return result;
 }
 
 Napi::Object Layout(Napi::Env env) {
