@@ -35,8 +35,11 @@ export interface TableHandle {
   clientPins(slot: number): number;
   /** A read-only view of the whole segment, for inspection. */
   segment(): Uint8Array;
-  /** Monitoring counts read in place (wp_summarize), or null when the handle is closed. */
-  summary(): RawSummary | null;
+  /**
+   * Monitoring counts read in place (wp_summarize), or a status: ERR_INVALID_ARGUMENT when the
+   * handle is closed, ERR_BAD_SEGMENT when the header's capacity or producer word is corrupt.
+   */
+  summary(): RawSummary | number;
   close(): void;
 }
 

@@ -1,4 +1,5 @@
-import { CLIENT_STATE, CLIENT_STATES, CLIENT_WORD, CLIENT_FIELD, CLIENTS_OFFSET, CLIENT_SIZE, HDR, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE } from './layout.js';
+import { WaitprepError } from '../errors.js';
+import { CLIENT_STATE, CLIENT_STATES, CLIENT_WORD, CLIENT_FIELD, CLIENTS_OFFSET, CLIENT_SIZE, HDR, HEADER_SIZE, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE, headerCorruption, segmentSize } from './layout.js';
 import { holdsReaper, judgeClient, judgeReaper, reaperNamed, selfIdentity, type LivenessJudgement, type ReaperName, type RecordedClient } from './liveness.js';
 
 /** One registered client as the segment records it. */
@@ -150,15 +151,33 @@ function pidBits(word: bigint): number {
 
 const SLOT_STATES = ['free', 'reserved', 'ready', 'evicting'] as const;
 
+/** The ERR_BAD_SEGMENT for a corrupt header (`header`: at least its first HEADER_SIZE bytes). */
+export function corruptHeader(what: string, header: Uint8Array, openCapacity?: number): WaitprepError {
+  const view = new DataView(header.buffer, header.byteOffset, header.byteLength);
+  const reason = header.byteLength < HEADER_SIZE
+    ? `the segment is ${header.byteLength} bytes, shorter than its ${HEADER_SIZE}-byte header`
+    : headerCorruption(view.getUint32(HDR.CAPACITY, true), view.getBigUint64(HDR.PRODUCER, true), openCapacity) ?? 'the header changed while it was read';
+  return new WaitprepError('ERR_BAD_SEGMENT', `${what}: the segment's header is corrupt: ${reason}`);
+}
+
 /**
  * Reads a snapshot of a segment (a copy, or a view racing with writers: each
  * field is read once, so a racing snapshot is merely stale, never unsafe).
- * The segment was validated when the table was opened.
+ * `openCapacity`: the capacity fixed when the table was opened, which the
+ * header must still say (a copy of a file read without opening it: the
+ * header's own, checked against the copy's length). A corrupt header is
+ * `ERR_BAD_SEGMENT`, never a RangeError or a silently short listing.
  */
-export function inspectSegment(bytes: Uint8Array): TableInspection {
+export function inspectSegment(bytes: Uint8Array, openCapacity?: number): TableInspection {
+  if (bytes.byteLength < HEADER_SIZE) throw corruptHeader('inspect', bytes, openCapacity);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const capacity = view.getUint32(HDR.CAPACITY, true);
+  const headerCapacity = view.getUint32(HDR.CAPACITY, true);
   const producerWord = view.getBigUint64(HDR.PRODUCER, true);
+  if (headerCorruption(headerCapacity, producerWord, openCapacity) !== null) throw corruptHeader('inspect', bytes, openCapacity);
+  const capacity = openCapacity ?? headerCapacity;
+  if (bytes.byteLength < segmentSize(capacity)) {
+    throw new WaitprepError('ERR_BAD_SEGMENT', `inspect: the segment is ${bytes.byteLength} bytes, but capacity ${capacity} needs ${segmentSize(capacity)}`);
+  }
   const clients: ClientInspection[] = [];
   for (let i = 0; i < MAX_CLIENTS; i++) {
     const at = CLIENTS_OFFSET + i * CLIENT_SIZE;

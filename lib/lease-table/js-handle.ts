@@ -54,6 +54,7 @@ import {
   STATUS,
   WP_ABI_VERSION,
   WP_MAGIC,
+  headerCorruption,
   segmentSize,
 } from './layout.js';
 
@@ -767,9 +768,11 @@ export class JsTableHandle implements TableHandle {
   }
 
   /** wp_summarize: counts read in place, each word with a plain 32-bit read (monitoring only). */
-  summary(): RawSummary | null {
-    if (this.closed) return null;
+  summary(): RawSummary | number {
+    if (this.closed) return STATUS.ERR_INVALID_ARGUMENT;
     const u32 = this.u32;
+    const producer = Atomics.load(this.u64, HDR.PRODUCER >> 3);
+    if (headerCorruption(u32[HDR.CAPACITY >> 2]!, producer, this.capacity) !== null) return STATUS.ERR_BAD_SEGMENT;
     const slots = [0, 0, 0, 0];
     let pinnedSlots = 0;
     for (let s = 0, base = SLOTS_U32; s < this.capacity; s++, base += SLOT_U32) {
@@ -778,7 +781,6 @@ export class JsTableHandle implements TableHandle {
     }
     const clients = [0, 0, 0, 0];
     for (let i = 0; i < MAX_CLIENTS; i++) clients[u32[(CLIENTS_OFFSET + i * CLIENT_SIZE + CLIENT_FIELD.WORD) >> 2]! & 3]!++;
-    const producer = Atomics.load(this.u64, HDR.PRODUCER >> 3);
     return {
       slots,
       pinnedSlots,

@@ -125,3 +125,21 @@ export const LAYOUT: Readonly<Record<string, number>> = Object.freeze({
   ADDON_UNPIN_SLOT_WORD: EXCHANGE.UNPIN_SLOT,
   ADDON_UNPIN_TOKEN_WORD: EXCHANGE.UNPIN_TOKEN,
 });
+
+/**
+ * What is wrong with a header's capacity and producer word, or null when nothing is: the capacity
+ * must be the one fixed at open (`openCapacity`; without one, a valid capacity), and the producer
+ * word 0 or a client index 0-63 plus one in its low byte. Anything else is a segment someone
+ * overwrote after it was validated at open.
+ */
+export function headerCorruption(headerCapacity: number, producerWord: bigint, openCapacity?: number): string | null {
+  if (openCapacity !== undefined && headerCapacity !== openCapacity) {
+    return `the header's capacity is ${headerCapacity}, but the table was opened with capacity ${openCapacity}`;
+  }
+  if (headerCapacity < 1 || headerCapacity > MAX_CAPACITY) return `the header's capacity ${headerCapacity} is outside [1, ${MAX_CAPACITY}]`;
+  const index = Number(producerWord & 0xffn);
+  if (producerWord !== 0n && (index === 0 || index > MAX_CLIENTS)) {
+    return `the header's producer word 0x${producerWord.toString(16)} names client index ${index - 1}, outside 0-${MAX_CLIENTS - 1}`;
+  }
+  return null;
+}

@@ -106,10 +106,7 @@ export function openNativeHandle(
     reapDeadClients: () => addon.reapDeadClients(h),
     clientPins: (slot) => addon.clientPins(h, slot),
     segment: () => addon.segment(h),
-    summary: () => {
-      const sum = addon.summary(h);
-      return typeof sum === 'number' ? null : sum;
-    },
+    summary: () => addon.summary(h),
     close: () => addon.close(h),
   };
   return { status, handle, errno: 0 };

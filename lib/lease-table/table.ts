@@ -6,10 +6,10 @@ import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
 import { nativeAddon } from '../native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from '../types.js';
 import type { TableHandle } from './handle.js';
-import { inspectSegment, type TableInspection, type TableSummary } from './inspect.js';
+import { corruptHeader, inspectSegment, type TableInspection, type TableSummary } from './inspect.js';
 import { openJsHandle } from './js-handle.js';
 import { deviceRecord, encodedTarget } from './device-record.js';
-import { MAX_CAPACITY, STATUS } from './layout.js';
+import { HEADER_SIZE, MAX_CAPACITY, STATUS } from './layout.js';
 import { errnoName, noSpaceError, openNativeHandle, otherAbiNote } from './native-handle.js';
 
 /** Options of {@link openLeaseTable}. */
@@ -352,7 +352,7 @@ export class LeaseTable {
 
   /** Slots, states, pin holders and registered clients, for operators. */
   inspect(): TableInspection {
-    return inspectSegment(this.#open('inspect').segment());
+    return inspectSegment(this.#open('inspect').segment(), this.capacity);
   }
 
   /**
@@ -363,7 +363,8 @@ export class LeaseTable {
    */
   summary(): TableSummary {
     const raw = this.#open('summary').summary();
-    if (raw === null) throw new WaitprepError('ERR_CLOSED', 'summary: the table handle is closed');
+    if (raw === STATUS.ERR_BAD_SEGMENT) throw corruptHeader('summary', this.#open('summary').segment().subarray(0, HEADER_SIZE), this.capacity);
+    if (typeof raw === 'number') throw new WaitprepError('ERR_CLOSED', 'summary: the table handle is closed');
     const [free, reserved, ready, evicting] = raw.slots as [number, number, number, number];
     return {
       capacity: this.capacity,

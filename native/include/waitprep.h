@@ -236,8 +236,9 @@ const void *wp_segment(const wp_table *t, size_t *size);
 /* Counts for monitoring, read in place (no copy of the segment): slots by state (indexed by
  * WP_SLOT_*), slots whose pin mask is non-zero, client entries by state (indexed by
  * WP_CLIENT_*), the reaped-clients counter, and the producer's client index (-1: none). Each
- * word is read atomically but the whole is not one snapshot. WP_OK, or
- * WP_ERR_INVALID_ARGUMENT for a NULL argument. */
+ * word is read atomically but the whole is not one snapshot. WP_OK, WP_ERR_INVALID_ARGUMENT for
+ * a NULL argument, or WP_ERR_BAD_SEGMENT when the header's capacity is no longer the one fixed at
+ * open or its producer word names no client index (0-63). */
 typedef struct {
   uint32_t slots[4];
   uint32_t pinned_slots;

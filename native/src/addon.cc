@@ -262,7 +262,8 @@ Napi::Value Summary(const Napi::CallbackInfo &info) {
   OPEN_OR_RETURN(HandleOf(info[0]));
   Napi::Env env = info.Env();
   wp_summary sum;
-  wp_summarize(HandleOf(info[0])->table, &sum);
+  int rc = wp_summarize(HandleOf(info[0])->table, &sum);
+  if (rc != WP_OK) return Napi::Number::New(env, rc);
   Napi::Array slots = Napi::Array::New(env, 4);
   Napi::Array clients = Napi::Array::New(env, 4);
   for (uint32_t i = 0; i < 4; i++) {

@@ -847,6 +847,14 @@ const void *wp_segment(const wp_table *t, size_t *size) {
 int wp_summarize(const wp_table *t, wp_summary *out) {
   if (t == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
   memset(out, 0, sizeof *out);
+  /* The counts use the capacity fixed at open; a header that no longer says it, or a producer
+   * word naming no client index, is a segment someone overwrote: reported, not counted. */
+  uint32_t header_capacity = __atomic_load_n((const uint32_t *)(t->base + WP_HDR_CAPACITY), __ATOMIC_RELAXED);
+  uint64_t producer = __atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_RELAXED);
+  uint64_t producer_index = producer & 0xffu;
+  if (header_capacity != t->capacity || (producer != 0 && (producer_index == 0 || producer_index > WP_MAX_CLIENTS))) {
+    return WP_ERR_BAD_SEGMENT;
+  }
   /* Relaxed loads throughout: these are monitoring counts, each word read atomically, and no
    * decision is taken on them. Only each slot's first cache line is read. */
   for (uint32_t s = 0; s < t->capacity; s++) {
@@ -858,8 +866,7 @@ int wp_summarize(const wp_table *t, wp_summary *out) {
     uint64_t w = __atomic_load_n((uint64_t *)(client_at(t, i) + WP_CLI_WORD), __ATOMIC_RELAXED);
     out->clients[w & CLIENT_STATE_MASK]++;
   }
-  uint64_t producer = __atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_RELAXED);
-  out->producer_client = producer == 0 ? -1 : (int32_t)((producer & 0xffu) - 1);
+  out->producer_client = producer == 0 ? -1 : (int32_t)producer_index - 1;
   out->reaped_clients = __atomic_load_n(u64_at(t, WP_HDR_REAPED), __ATOMIC_RELAXED);
   return WP_OK;
 }

@@ -643,6 +643,18 @@ static void test_null_arguments(void) {
   size_t size = 1;
   CHECK(wp_segment(NULL, &size) == NULL && size == 1);
   CHECK(wp_segment(p, NULL) != NULL);
+  /* A header overwritten after open: a capacity other than the one fixed at open, or a producer
+   * word naming no client index, is reported, not counted. */
+  uint32_t *header_capacity = (uint32_t *)((uint8_t *)wp_segment(p, NULL) + WP_HDR_CAPACITY);
+  uint64_t *producer_word = (uint64_t *)((uint8_t *)wp_segment(p, NULL) + WP_HDR_PRODUCER);
+  *header_capacity = 0xffffffffu;
+  CHECK_RC(wp_summarize(p, &sum), WP_ERR_BAD_SEGMENT);
+  *header_capacity = 16;
+  uint64_t saved = *producer_word;
+  *producer_word = 65; /* client index 64 */
+  CHECK_RC(wp_summarize(p, &sum), WP_ERR_BAD_SEGMENT);
+  *producer_word = saved;
+  CHECK_RC(wp_summarize(p, &sum), WP_OK);
   /* The table still works after all of that. */
   CHECK_RC(wp_try_pin(p, d, NULL, &lease), WP_OK);
   CHECK_RC(wp_unpin(p, &lease), WP_OK);
