@@ -108,3 +108,26 @@ describe('inspectSegment of a copy read without opening it', () => {
     expect(codeOf(() => inspectSegment(bytes, 4))).toBe('ERR_BAD_SEGMENT');
   });
 });
+
+describe.runIf(runsIf('segment of another ABI (native)', NATIVE))('native: a segment made by ABI 1', () => {
+  it('is refused at open with ERR_BAD_SEGMENT naming the version that made it', () => {
+    const name = `waitprep-corrupt-${process.pid}-${serial++}`;
+    openLeaseTable({ name, role: 'producer', create: { capacity: CAPACITY }, implementation: 'native' }).close();
+    try {
+      const fd = openSync(`/dev/shm/${name}`, 'r+');
+      writeSync(fd, u32(1), 0, 4, HDR.ABI_VERSION);
+      closeSync(fd);
+      let error: unknown = null;
+      try {
+        openLeaseTable({ name, role: 'consumer', implementation: 'native' }).close();
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(WaitprepError);
+      expect((error as WaitprepError).code).toBe('ERR_BAD_SEGMENT');
+      expect((error as WaitprepError).message).toContain('made by ABI version 1');
+    } finally {
+      unlinkLeaseTable(name);
+    }
+  });
+});
