@@ -887,7 +887,9 @@ export class JsTableHandle implements TableHandle {
       Atomics.store(u64, sgIndex, sg); // pinned (or a pinner racing in): roll back, data untouched
       return STATUS.PINNED;
     }
-    // FREE with the next generation before anything else changes: EVICTING means "data intact".
+    // As table.c: clear the device record's sequence, then FREE with the next generation. No
+    // pinner is inside the record in between (the mask was empty after the claim; a later one
+    // sees EVICTING or FREE on its re-read and backs out before reading it).
     Atomics.store(u64, (this.slotByte(slot) + SLOT.DEVICE) >> 3, 0n);
     Atomics.store(u64, sgIndex, makeSg(SG_FREE, gen + 1n));
     return STATUS.OK;

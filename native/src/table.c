@@ -776,8 +776,10 @@ int wp_try_evict(wp_table *t, const uint8_t digest[32]) {
     __atomic_store_n(sg_word, make_sg(WP_SLOT_READY, gen_of(sg)), __ATOMIC_SEQ_CST);
     return WP_PINNED;
   }
-  /* FREE with the next generation, before anything else changes: EVICTING always means
-   * "data intact", and no lease or lookup of generation g can match again. */
+  /* Clear the device record's sequence, then store FREE with the next generation, so no lease
+   * or lookup of generation g can match again. No reader is inside the record in between: the
+   * pin mask was empty after our claim, and a pinner that comes later sees EVICTING or FREE on
+   * its re-read and never reads the record (docs/lease-table.md, "Eviction"). */
   __atomic_store_n(slot_word(t, slot, WP_SLOT_DEVICE), 0, __ATOMIC_RELAXED);
   __atomic_store_n(sg_word, make_sg(WP_SLOT_FREE, gen_of(sg) + 1), __ATOMIC_RELEASE);
   return WP_OK;
