@@ -38,8 +38,6 @@ import * as fs from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  implementation,
-  implementationReason,
   openLeaseTable,
   unlinkLeaseTable,
   type ArtifactKey,
@@ -68,6 +66,7 @@ import {
 import { readProcStat, selfIdentity } from '../lib/lease-table/liveness.js';
 import { homeSlotFor } from '../lib/testing.js';
 import { TARGET_A, makeKey } from './helpers.js';
+import { NATIVE, runsIf } from './skip-reasons.js';
 
 type Impl = 'native' | 'js';
 type Who = 'producer' | 'consumer';
@@ -816,14 +815,7 @@ const seedFromEnv = process.env.WAITPREP_DIFF_SEED;
 const SEED = seedFromEnv !== undefined ? Number(seedFromEnv) : DEFAULT_SEED;
 const PATH = process.env.WAITPREP_DIFF_PATH;
 
-describe('lease table: native and the JavaScript fallback agree', () => {
-  if (implementation !== 'native') {
-    // Counted as skipped, with the reason in its name (and printed once).
-    console.warn(`lease-table differential test skipped: the native implementation is not in use (${implementationReason})`);
-    it.skip(`needs the native implementation, which is not in use: ${implementationReason}`, () => {});
-    return;
-  }
-
+describe.runIf(runsIf('lease-table differential test', NATIVE))('lease table: native and the JavaScript fallback agree', () => {
   it('on random command sequences: every outcome, summary, inspection, pin count and segment byte', () => {
     console.log(`lease-table differential: seed ${SEED}${PATH ? `, path ${PATH}` : ''} (replay with WAITPREP_DIFF_SEED=${SEED})`);
     const tally = new Map<string, number>();
