@@ -21,6 +21,7 @@
 import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, readdirSync, readSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { implementationReason, judgeInspection, openLeaseTable, summarizeInspection, unlinkLeaseTable } from 'waitprep';
 import { HDR, WP_ABI_VERSION, WP_MAGIC } from 'waitprep/layout';
 
@@ -42,21 +43,27 @@ function usage(command, problem) {
   return new CommandError(EXIT.USAGE, 'ERR_USAGE', `${problem}\nusage: waitprep ${command} <table> [--json]`);
 }
 
-/** `<table> [--json]`, with `--` ending the options (a table name may start with '-'). */
-function parseArgs(command, args) {
-  let json = false;
-  const names = [];
-  let positionalOnly = false;
-  for (const arg of args) {
-    if (!positionalOnly && arg === '--') positionalOnly = true;
-    else if (!positionalOnly && arg === '--json') json = true;
-    else if (!positionalOnly && arg.startsWith('-')) throw usage(command, `unknown option ${JSON.stringify(arg)}`);
-    else names.push(arg);
+/**
+ * A command's boolean flags and its table names, by node:util's parseArgs (`--` ends the
+ * options, so a table name may start with '-'); a parse error is a usage error.
+ */
+function commandArgs(args, flags, usageLine) {
+  try {
+    const options = Object.fromEntries(flags.map((flag) => [flag, { type: 'boolean' }]));
+    const { values, positionals } = parseArgs({ args, options, allowPositionals: true, strict: true });
+    return { values, names: positionals };
+  } catch (error) {
+    throw new CommandError(EXIT.USAGE, 'ERR_USAGE', `${error.message}\nusage: ${usageLine}`);
   }
+}
+
+/** `<table> [--json]`. */
+function inspectArgs(command, args) {
+  const { values, names } = commandArgs(args, ['json'], `waitprep ${command} <table> [--json]`);
   if (names.length !== 1) {
     throw usage(command, names.length === 0 ? 'the table name is missing' : `expected one table name, got ${names.length}`);
   }
-  return { name: names[0], json };
+  return { name: names[0], json: values.json === true };
 }
 
 /** What the segment's first bytes say, for a refusal message: another ABI version, or no table at all. */
@@ -261,7 +268,7 @@ async function runCommand(command, args, body) {
   let json = args.includes('--json');
   let name = null;
   try {
-    const parsed = parseArgs(command, args);
+    const parsed = inspectArgs(command, args);
     json = parsed.json;
     name = parsed.name;
     const table = openForOperator(command, name);
@@ -465,18 +472,9 @@ function cleanOne(name, dryRun) {
 }
 
 function parseCleanArgs(args) {
-  let json = false;
-  let dryRun = false;
-  const names = [];
-  let positionalOnly = false;
-  for (const arg of args) {
-    if (!positionalOnly && arg === '--') positionalOnly = true;
-    else if (!positionalOnly && arg === '--json') json = true;
-    else if (!positionalOnly && arg === '--dry-run') dryRun = true;
-    else if (!positionalOnly && arg.startsWith('-')) {
-      throw new CommandError(EXIT.USAGE, 'ERR_USAGE', `unknown option ${JSON.stringify(arg)}\nusage: waitprep clean [<table>...] [--dry-run] [--json]`);
-    } else names.push(arg);
-  }
+  const { values, names } = commandArgs(args, ['json', 'dry-run'], 'waitprep clean [<table>...] [--dry-run] [--json]');
+  const json = values.json === true;
+  const dryRun = values['dry-run'] === true;
   const bad = names.find((n) => !TABLE_NAME.test(n));
   if (bad !== undefined) {
     throw new CommandError(EXIT.USAGE, 'ERR_USAGE', `${JSON.stringify(bad)} is not a table name (1-200 of A-Z a-z 0-9 . _ -, not starting with a dot)`);
