@@ -20,8 +20,9 @@ import {
   type WaitMessage,
   type WakeMessage,
 } from './diagnostics.js';
+import { checkConsumer } from './consumer.js';
 import { normalizeTarget } from './device-target.js';
-import { isObject, nonEmptyString, nonNegativeInteger, ownField, ownOptions, rejectUnknownOptions } from './internal/validate.js';
+import { isObject, nonNegativeInteger, ownField, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { MISS } from './miss-reasons.js';
 import type {
   ArtifactBackend,
@@ -847,16 +848,6 @@ function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, co
 function notIssuedHere(ticket: unknown): undefined {
   if (typeof ticket === 'bigint' || Number.isSafeInteger(ticket)) return undefined;
   throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
-}
-
-/** A frozen copy of a consumer, or `ERR_INVALID_ARGUMENT` naming the bad field. */
-function checkConsumer(value: unknown): Consumer {
-  if (!isObject(value)) throw invalidArgument('consumer', 'an object { engine, request, generation }', value);
-  return Object.freeze({
-    engine: nonEmptyString('consumer.engine', ownField(value, 'engine')),
-    request: nonEmptyString('consumer.request', ownField(value, 'request')),
-    generation: nonNegativeInteger('consumer.generation', ownField(value, 'generation')),
-  });
 }
 
 /** `beginNext` without a well-formed grant: the error names what came. */

@@ -95,6 +95,21 @@ const openEdges = (impl: 'native' | 'js') => () => {
     expect(host).toMatchObject({ kind: 'lease', readiness: 'host' });
     (host as { close(): void }).close();
   });
+
+  it('tryPin reads its consumer from own properties only', () => {
+    const name = `wp-pollution-${process.pid}-${++counter}`;
+    const producer = openLeaseTable({ name, role: 'producer', implementation: impl, create: { capacity: 8 } });
+    tables.push(producer);
+    const key = makeKey(3);
+    producer.publish(producer.reserve(key), { sizeBytes: 1, location: 1, checksum: 1, codecId: 1, representationVersion: 1 });
+    const [inherited, own] = polluted({ engine: 'e0', request: 'r0', generation: 0 }, () => [
+      outcome(() => producer.tryPin(key, { readiness: 'host' }, {} as never)),
+      producer.tryPin(key, { readiness: 'host' }, { engine: 'e1', request: 'r1', generation: 1 }),
+    ]);
+    expect(inherited).toEqual({ code: 'ERR_INVALID_ARGUMENT' });
+    expect(own).toMatchObject({ kind: 'lease', consumer: { engine: 'e1' } });
+    (own as { close(): void }).close();
+  });
 };
 
 describe.runIf(runsIf('prototype pollution: native table', NATIVE))('prototype pollution: native table', openEdges('native'));

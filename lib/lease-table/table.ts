@@ -1,5 +1,6 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
 import { assertArtifactKey, keyDigestBytes, keyDigestWords, notAKey, type ArtifactKey } from '../key.js';
+import { isConsumer } from '../consumer.js';
 import { normalizeTarget } from '../device-target.js';
 import { isObject, ownField, ownOptions, u64OrNull } from '../internal/validate.js';
 import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
@@ -433,13 +434,6 @@ function readinessOf(want: unknown): Readiness {
 
 function throwBadConsumer(consumer: unknown): never {
   throw invalidArgument('consumer', 'a consumer { engine, request, generation } (non-empty strings, a non-negative safe integer)', consumer);
-}
-
-/** A consumer's shape, checked on each pin with a few type checks (the coordinator's consumers were checked fully at onWait). */
-function isConsumer(value: unknown): boolean {
-  if (!isObject(value)) return false;
-  const { engine, request, generation } = value;
-  return typeof engine === 'string' && engine !== '' && typeof request === 'string' && request !== '' && Number.isSafeInteger(generation) && (generation as number) >= 0;
 }
 
 /**

@@ -1,0 +1,37 @@
+/**
+ * The one check of a consumer `{ engine, request, generation }`, for the coordinator (at
+ * `onWait`) and for the lease table (at each direct `tryPin`). Fields are read from the object's
+ * own properties only, so a polluted `Object.prototype` cannot supply them.
+ */
+import { invalidArgument } from './errors.js';
+import { isObject, nonEmptyString, nonNegativeInteger, ownField } from './internal/validate.js';
+import type { Consumer } from './types.js';
+
+/** The consumers {@link checkConsumer} built: known good, so a pin handed one checks nothing again. */
+const checked = new WeakSet<object>();
+
+/** A frozen copy of a consumer, or `ERR_INVALID_ARGUMENT` naming the bad field. */
+export function checkConsumer(value: unknown): Consumer {
+  if (!isObject(value)) throw invalidArgument('consumer', 'an object { engine, request, generation }', value);
+  const consumer: Consumer = Object.freeze({
+    engine: nonEmptyString('consumer.engine', ownField(value, 'engine')),
+    request: nonEmptyString('consumer.request', ownField(value, 'request')),
+    generation: nonNegativeInteger('consumer.generation', ownField(value, 'generation')),
+  });
+  checked.add(consumer);
+  return consumer;
+}
+
+/**
+ * Whether `value` is a well-formed consumer: one {@link checkConsumer} built (one WeakSet lookup:
+ * every coordinator wake), or an object whose own fields pass the same rules (no copy made).
+ */
+export function isConsumer(value: unknown): value is Consumer {
+  if (!isObject(value)) return false;
+  if (checked.has(value)) return true;
+  const engine = ownField(value, 'engine');
+  const request = ownField(value, 'request');
+  const generation = ownField(value, 'generation');
+  return typeof engine === 'string' && engine !== '' && typeof request === 'string' && request !== '' &&
+    Number.isSafeInteger(generation) && (generation as number) >= 0;
+}
