@@ -415,8 +415,8 @@ const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 
 /**
  * Object.prototype, read for the names tryPin takes from `want`. The wake path reads `want` with
- * plain property reads: an own-property check (Object.hasOwn) on every pin costs a device pin
- * 10-15% (bench:pin device-hit). A value that differs from Object.prototype's is not inherited
+ * plain property reads: an own-property check (Object.hasOwn) on every pin cost a device pin
+ * 11-15% in hand-taken alternating bench:pin device-hit runs (not recorded in docs/). A value that differs from Object.prototype's is not inherited
  * from it, so Object.hasOwn runs only when the two are equal: when Object.prototype holds the same
  * value (polluted), or for a missing `target` (both undefined). V8 folds the read of an
  * Object.prototype that holds no such name to a constant.
