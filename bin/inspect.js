@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { implementationReason, judgeInspection, openLeaseTable, summarizeInspection, unlinkLeaseTable } from 'waitprep';
-import { HDR, WP_ABI_VERSION, WP_MAGIC } from 'waitprep/layout';
+import { HDR, WP_ABI_VERSION, WP_MAGIC, isTableName } from 'waitprep/layout';
 
 export const EXIT = Object.freeze({ HEALTHY: 0, NEEDS_REAP: 1, USAGE: 2, NOT_FOUND: 3, BAD_SEGMENT: 4, ERROR: 5 });
 
@@ -344,7 +344,6 @@ export function reap(args) {
 /** Where POSIX shared memory lives on Linux: a table named N is the file /dev/shm/N. */
 const SHM = '/dev/shm';
 /** A table name (table.ts NAME): what openLeaseTable would accept. */
-const TABLE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
 /** The demo's socket is named after its table (bin/demo/run.js): `<tmpdir>/<table>.sock`, for these tables only. */
 const DEMO_TABLE = /^waitprep-demo-/;
 
@@ -475,7 +474,7 @@ function parseCleanArgs(args) {
   const { values, names } = commandArgs(args, ['json', 'dry-run'], 'waitprep clean [<table>...] [--dry-run] [--json]');
   const json = values.json === true;
   const dryRun = values['dry-run'] === true;
-  const bad = names.find((n) => !TABLE_NAME.test(n));
+  const bad = names.find((n) => !isTableName(n));
   if (bad !== undefined) {
     throw new CommandError(EXIT.USAGE, 'ERR_USAGE', `${JSON.stringify(bad)} is not a table name (1-200 of A-Z a-z 0-9 . _ -, not starting with a dot)`);
   }
@@ -519,7 +518,7 @@ export function clean(args) {
     const notTables = [];
     const results = [];
     const candidates = scanned
-      ? readdirSync(SHM).filter((n) => TABLE_NAME.test(n)).sort()
+      ? readdirSync(SHM).filter((n) => isTableName(n)).sort()
       : parsed.names;
     for (const name of candidates) {
       const path = `${SHM}/${name}`;

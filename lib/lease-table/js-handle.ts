@@ -45,7 +45,7 @@ import {
   HEADER_SIZE,
   MAX_CAPACITY,
   MAX_CLIENTS,
-  MAX_NAME,
+  isTableName,
   PROBE_WINDOW,
   SLOT,
   SLOT_SIZE,
@@ -141,13 +141,8 @@ const registry = new Map<string, SharedArrayBuffer>();
 
 /** Removes a table's name from this thread's registry; open handles keep working. */
 export function unlinkJsTable(name: string): number {
-  if (!validName(name)) return STATUS.ERR_INVALID_ARGUMENT;
+  if (!isTableName(name)) return STATUS.ERR_INVALID_ARGUMENT;
   return registry.delete(name) ? STATUS.OK : STATUS.ERR_NOT_FOUND;
-}
-
-function validName(name: unknown): name is string {
-  if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME) return false;
-  return /^[A-Za-z0-9._-]+$/.test(name) && name[0] !== '.';
 }
 
 // ---- the worker-exit safety net ---------------------------------------------------------
@@ -231,7 +226,7 @@ export interface JsOpenResult {
  */
 export function openJsHandle(options: JsOpenOptions): JsOpenResult {
   const { name, producer, createCapacity, buffer: given } = options;
-  if (!validName(name)) return fail(STATUS.ERR_INVALID_ARGUMENT);
+  if (!isTableName(name)) return fail(STATUS.ERR_INVALID_ARGUMENT);
   if (!Number.isInteger(createCapacity) || createCapacity < 0 || createCapacity > MAX_CAPACITY) {
     return fail(STATUS.ERR_INVALID_ARGUMENT);
   }

@@ -19,6 +19,14 @@ export const PROBE_WINDOW = 8;
 export const MAX_CAPACITY = 1 << 24;
 export const MAX_NAME = 200;
 
+/** What a table name may be, as the C core checks it: 1-200 of A-Z a-z 0-9 . _ -, not starting with a dot. */
+const TABLE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
+
+/** Whether `name` is a valid table name (the one rule: the TypeScript side, the fallback and `waitprep clean`). */
+export function isTableName(name: unknown): name is string {
+  return typeof name === 'string' && TABLE_NAME.test(name);
+}
+
 export const HDR = {
   MAGIC: 0,
   ABI_VERSION: 8,

@@ -10,7 +10,7 @@ import type { TableHandle } from './handle.js';
 import { corruptHeader, inspectSegment, type TableInspection, type TableSummary } from './inspect.js';
 import { openJsHandle } from './js-handle.js';
 import { deviceRecord, encodedTarget } from './device-record.js';
-import { HEADER_SIZE, MAX_CAPACITY, STATUS } from './layout.js';
+import { HEADER_SIZE, MAX_CAPACITY, STATUS, isTableName } from './layout.js';
 import { errnoName, noSpaceError, openNativeHandle, otherAbiNote } from './native-handle.js';
 
 /** Options of {@link openLeaseTable}. */
@@ -49,7 +49,6 @@ export interface Reservation {
   readonly generation: bigint;
 }
 
-const NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/;
 const U32_MAX = 0xffff_ffff;
 /** The consumer a lease names when the table is used directly, without a coordinator. */
 const DIRECT: Consumer = Object.freeze({ engine: 'direct', request: 'direct', generation: 0 });
@@ -448,7 +447,7 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   // Own properties only (here and in `create`): an inherited `create` must not turn an open into a create.
   options = ownOptions(options);
   const { name, role, create, buffer } = options;
-  if (typeof name !== 'string' || !NAME.test(name)) {
+  if (!isTableName(name)) {
     throw invalidArgument('options.name', '1-200 characters of A-Z a-z 0-9 . _ -, not starting with a dot', name);
   }
   if (role !== 'consumer' && role !== 'producer') throw invalidArgument('options.role', "'consumer' or 'producer'", role);
@@ -494,7 +493,7 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
  * remove throws `ERR_PERMISSION_DENIED` (with the errno), any other failure `ERR_SYSTEM`.
  */
 export function unlinkLeaseTable(name: string): boolean {
-  if (typeof name !== 'string' || !NAME.test(name)) throw invalidArgument('name', 'a table name', name);
+  if (!isTableName(name)) throw invalidArgument('name', 'a table name', name);
   if (nativeAddon === null) return false;
   const [status, errno] = nativeAddon.unlink(name);
   if (status === STATUS.OK) return true;
