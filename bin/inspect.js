@@ -18,7 +18,7 @@
 //   0 healthy (reap: done)   1 pins held by dead clients, or a dead producer: needs a reap
 //   2 usage error            3 no such table
 //   4 not a lease table of this ABI (ERR_BAD_SEGMENT)   5 any other error (addon not loaded, …)
-import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, readdirSync, readSync, rmSync, statSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, readdirSync, readSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -68,27 +68,16 @@ function inspectArgs(command, args) {
 
 /** What the segment's first bytes say, for a refusal message: another ABI version, or no table at all. */
 function describeForeignSegment(name) {
-  const path = `/dev/shm/${name}`;
-  let fd;
-  try {
-    fd = openSync(path, 'r');
-    const header = Buffer.alloc(16);
-    const n = readSync(fd, header, 0, 16, 0);
-    const size = statSync(path).size;
-    if (n >= 12 && header.readBigUInt64LE(HDR.MAGIC) === WP_MAGIC) {
-      const abi = header.readUInt32LE(HDR.ABI_VERSION);
-      if (abi !== WP_ABI_VERSION) {
-        return `it is a waitprep lease table of ABI version ${abi}; this waitprep reads ABI version ${WP_ABI_VERSION} only. ` +
-          'Never share one segment across ABI versions: drain, stop its producer, unlink it and let the new producer recreate it';
-      }
-      return `it has the waitprep magic and ABI version ${abi}, but its geometry or size (${size} bytes) is corrupt or truncated`;
-    }
-    return `it does not start with the waitprep magic (${size} bytes): a foreign or corrupt segment`;
-  } catch {
-    return 'it could not be read to say more';
-  } finally {
-    if (fd !== undefined) closeSync(fd);
+  const header = headerOf(`/dev/shm/${name}`);
+  if (header.kind === 'other-abi') {
+    return `it is a waitprep lease table of ABI version ${header.abi}; this waitprep reads ABI version ${WP_ABI_VERSION} only. ` +
+      'Never share one segment across ABI versions: drain, stop its producer, unlink it and let the new producer recreate it';
   }
+  if (header.kind === 'table') {
+    return `it has the waitprep magic and ABI version ${WP_ABI_VERSION}, but its geometry or size (${header.size} bytes) is corrupt or truncated`;
+  }
+  if (header.size !== undefined) return `it does not start with the waitprep magic (${header.size} bytes): a foreign or corrupt segment`;
+  return 'it could not be read to say more';
 }
 
 /** Opens the table as a consumer of the native implementation, or throws a CommandError. */
@@ -343,14 +332,14 @@ export function reap(args) {
 
 /** Where POSIX shared memory lives on Linux: a table named N is the file /dev/shm/N. */
 const SHM = '/dev/shm';
-/** A table name (table.ts NAME): what openLeaseTable would accept. */
 /** The demo's socket is named after its table (bin/demo/run.js): `<tmpdir>/<table>.sock`, for these tables only. */
 const DEMO_TABLE = /^waitprep-demo-/;
 
 /**
  * What a file's first bytes say, read without following a link and without writing: 'table'
  * (the waitprep magic and this ABI), 'other-abi' (the magic, another ABI version), 'not-table'
- * (no magic, too short, not a regular file) or 'missing'. Nothing but 'table' is ever opened as one.
+ * (no magic, too short, not a regular file) or 'missing', with the file's size when it was read.
+ * Nothing but 'table' is ever opened as one.
  */
 function headerOf(path) {
   let fd;
@@ -360,12 +349,14 @@ function headerOf(path) {
     return { kind: error?.code === 'ENOENT' ? 'missing' : 'not-table', why: error?.code === 'ELOOP' ? 'a symbolic link' : `unreadable (${error?.code ?? error})` };
   }
   try {
-    if (!fstatSync(fd).isFile()) return { kind: 'not-table', why: 'not a regular file' };
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return { kind: 'not-table', why: 'not a regular file' };
+    const { size } = stat;
     const header = Buffer.alloc(16);
     const n = readSync(fd, header, 0, 16, 0);
-    if (n < 16 || header.readBigUInt64LE(HDR.MAGIC) !== WP_MAGIC) return { kind: 'not-table', why: 'no waitprep magic' };
+    if (n < 16 || header.readBigUInt64LE(HDR.MAGIC) !== WP_MAGIC) return { kind: 'not-table', why: 'no waitprep magic', size };
     const abi = header.readUInt32LE(HDR.ABI_VERSION);
-    return abi === WP_ABI_VERSION ? { kind: 'table' } : { kind: 'other-abi', why: `a waitprep lease table of ABI version ${abi} (this waitprep reads ${WP_ABI_VERSION})`, abi };
+    return abi === WP_ABI_VERSION ? { kind: 'table', size } : { kind: 'other-abi', why: `a waitprep lease table of ABI version ${abi} (this waitprep reads ${WP_ABI_VERSION})`, abi, size };
   } finally {
     closeSync(fd);
   }
