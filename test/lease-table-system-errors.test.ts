@@ -17,6 +17,13 @@ const setpriv = spawnSync('setpriv', ['--version'], { encoding: 'utf8' }).status
 const ROOT: Requirement = [isRoot, 'not running as root, so no second uid to refuse'];
 const SETPRIV: Requirement = [setpriv, 'setpriv (util-linux) is not installed'];
 const DIST: Requirement = [existsSync(dist), 'dist/ is not built (npx tsc -p .)'];
+/**
+ * The child imports this checkout as nobody, so nobody must be able to read it: a clone under a
+ * mode-0700 directory (mktemp -d) cannot be, and the test is skipped there with that reason.
+ */
+const readable = isRoot && setpriv && existsSync(dist) &&
+  spawnSync('setpriv', ['--reuid=nobody', '--regid=nogroup', '--clear-groups', process.execPath, '--input-type=module', '-e', `await import(${JSON.stringify(dist)})`], { timeout: 30_000 }).status === 0;
+const READABLE: Requirement = [readable, `nobody cannot import the package at ${root} (a directory above it is not readable by others)`];
 
 /** Runs `body` (an async function body over `m`, the package) as nobody; its printed JSON comes back. */
 function asNobody(body: string): { status: number | null; out: unknown; stderr: string } {
@@ -50,7 +57,7 @@ afterEach(() => {
 let serial = 0;
 const tableName = () => `waitprep-syserr-${process.pid}-${serial++}`;
 
-describe.runIf(runsIf('system errors as another uid', NATIVE, ROOT, SETPRIV, DIST))('native: permission refusals', () => {
+describe.runIf(runsIf('system errors as another uid', NATIVE, ROOT, SETPRIV, DIST, READABLE))('native: permission refusals', () => {
   it('opening a table this user may not open is ERR_PERMISSION_DENIED naming EACCES', () => {
     const name = tableName();
     names.push(name);
