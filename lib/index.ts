@@ -65,6 +65,8 @@ export type {
   CoordinatorStats,
   DeviceTarget,
   Lease,
+  LeaseMeta,
+  LeaseTableMeta,
   Miss,
   Outcome,
   Readiness,

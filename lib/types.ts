@@ -39,6 +39,36 @@ export interface Miss {
   readonly reason: string;
 }
 
+/**
+ * The metadata a lease table's lease carries (`lease.meta`): what its producer
+ * published, read back from the slot. The three u64 fields are a number when
+ * the value is at most `Number.MAX_SAFE_INTEGER` and a bigint above it, so no
+ * value is rounded (`BigInt(x)` of either is exact); the two u32 fields are
+ * always numbers. A type alias, not an interface, so that it is assignable to
+ * {@link LeaseMeta}'s index signature.
+ */
+export type LeaseTableMeta = {
+  /** The artifact's size in bytes. */
+  readonly sizeBytes: number | bigint;
+  /** Where the producer keeps the bytes, in its own terms (an arena offset, a slot…). */
+  readonly location: number | bigint;
+  /** The producer's checksum of the bytes it validated. */
+  readonly checksum: number | bigint;
+  /** The codec the bytes are in, as the producer numbers codecs. */
+  readonly codecId: number;
+  /** The representation version of the bytes. */
+  readonly representationVersion: number;
+};
+
+/**
+ * `Lease.meta` of any backend: the lease table's fields typed as
+ * {@link LeaseTableMeta} types them, optional because a backend other than the
+ * lease table (`InMemoryBackend`, a third-party one) publishes what it likes.
+ */
+export interface LeaseMeta extends Partial<LeaseTableMeta> {
+  readonly [field: string]: unknown;
+}
+
 /** A pinned, ready artifact. Valid until `close()`, even after the coordinator shuts down. */
 export interface Lease {
   readonly kind: 'lease';
@@ -62,8 +92,12 @@ export interface Lease {
    * third-party backend's lease may carry only `generation`.
    */
   readonly slotGeneration?: bigint | number;
-  /** Plain metadata the backend published (size, location, codec…); never the bytes. */
-  readonly meta: Readonly<Record<string, unknown>>;
+  /**
+   * Plain metadata the backend published (size, location, codec…); never the
+   * bytes. A lease table's lease carries exactly the five fields of
+   * {@link LeaseTableMeta}; another backend may carry other fields.
+   */
+  readonly meta: LeaseMeta;
   /** True once `close()` ran. */
   readonly closed: boolean;
   /** Releases the pin. Idempotent and non-blocking; releases nothing the second time. */

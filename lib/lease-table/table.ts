@@ -5,7 +5,7 @@ import { normalizeTarget } from '../device-target.js';
 import { isObject, ownField, ownOptions, u64OrNull } from '../internal/validate.js';
 import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
 import { nativeAddon } from '../native.js';
-import type { ArtifactBackend, Consumer, DeviceTarget, Lease, Miss, Readiness, ReadinessRequest } from '../types.js';
+import type { ArtifactBackend, Consumer, DeviceTarget, Lease, LeaseTableMeta, Miss, Readiness, ReadinessRequest } from '../types.js';
 import type { TableHandle } from './handle.js';
 import { corruptHeader, inspectSegment, type TableInspection, type TableSummary } from './inspect.js';
 import { openJsHandle } from './js-handle.js';
@@ -144,7 +144,7 @@ class TableLease implements Lease {
   readonly #tokenIndex: number;
   readonly #tokenGeneration: number;
   #table: LeaseTable | null;
-  #meta: Readonly<Record<string, unknown>> | null = null;
+  #meta: LeaseTableMeta | null = null;
 
   constructor(table: LeaseTable, key: ArtifactKey, consumer: Consumer, readiness: Readiness, halves: Uint32Array) {
     this.key = key;
@@ -163,7 +163,7 @@ class TableLease implements Lease {
   }
 
   /** `{ sizeBytes, location, checksum, codecId, representationVersion }`, built on first read. */
-  get meta(): Readonly<Record<string, unknown>> {
+  get meta(): LeaseTableMeta {
     return (this.#meta ??= Object.freeze({
       sizeBytes: this.#sizeBytes,
       location: this.#location,
@@ -201,8 +201,9 @@ class TableLease implements Lease {
 /**
  * One client's view of a shared-memory lease table (native) or of a
  * SharedArrayBuffer table (JavaScript fallback). Consumers pin; the single
- * producer reserves, publishes, evicts and records device writes. Use one
- * table object per thread: a handle's private pin counts are not shared.
+ * producer reserves, publishes, evicts and records device writes. A table
+ * object belongs to the thread (isolate) that opened it; other worker_threads
+ * open their own (docs/lease-table.md, "Threads").
  */
 export class LeaseTable {
   /** `'native'` (POSIX shared memory through the addon) or `'js'` (SharedArrayBuffer). */
