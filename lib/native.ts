@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 
+import { WaitprepError } from './errors.js';
 import { LAYOUT, STATUS } from './lease-table/layout.js';
 import type { NativeTableAddon } from './lease-table/native-handle.js';
 
@@ -42,26 +43,92 @@ export function layoutMismatch(addon: Pick<NativeAddon, 'layout' | 'statuses'>):
 /** Which implementation of the native parts is in use. */
 export type Implementation = 'native' | 'js';
 
-function load(): { addon: NativeAddon | null; error: Error | null; reason: string } {
-  if (process.env.WAITPREP_IMPLEMENTATION === 'js') {
-    return { addon: null, error: null, reason: 'WAITPREP_IMPLEMENTATION=js forces the JavaScript fallback' };
-  }
+/** What scripts/install-native.js wrote to build/waitprep-install.json about the install-time build. */
+interface InstallRecord {
+  outcome: 'built' | 'prebuild' | 'skipped' | 'failed';
+  reason: string;
+}
+
+/** How to get the addon, for the messages that say it is missing. */
+export const HOW_TO_BUILD =
+  'install a C++ compiler, make and python3, then run `npm rebuild waitprep` (in a clone of the repository: `npm run build:native`)';
+
+const installRecordPath = join(root, 'build', 'waitprep-install.json');
+
+function readInstallRecord(): InstallRecord | null {
   try {
-    // node-gyp-build looks in build/Release, build/Debug, then prebuilds/<platform>-<arch>.
-    const addon = (require('node-gyp-build') as (dir: string) => NativeAddon)(root);
-    const mismatch = layoutMismatch(addon);
-    if (mismatch !== null) {
-      const error = new Error(`waitprep addon layout differs from the JavaScript layout: ${mismatch}`);
-      return { addon: null, error, reason: `${error.message}; using the JavaScript fallback` };
-    }
-    return { addon, error: null, reason: 'the Node-API addon loaded' };
-  } catch (cause) {
-    const error = cause instanceof Error ? cause : new Error(String(cause));
-    return { addon: null, error, reason: `the Node-API addon did not load (${error.message.split('\n')[0]}); using the JavaScript fallback` };
+    const record = JSON.parse(readFileSync(installRecordPath, 'utf8')) as Partial<InstallRecord>;
+    return typeof record.outcome === 'string' && typeof record.reason === 'string' ? (record as InstallRecord) : null;
+  } catch {
+    return null;
   }
 }
 
-const loaded = load();
+/**
+ * Why no addon could be loaded, in one clause. node-gyp-build only says "No native build was
+ * found", which is true of every cause; the install step's record says which one it was (no
+ * compiler, a failed build, a skipped build), and no record means the install step never ran.
+ */
+function whyNotLoaded(error: Error): string {
+  const first = error.message.split('\n')[0];
+  if (!first.startsWith('No native build was found')) return `the Node-API addon did not load (${first})`;
+  const record = readInstallRecord();
+  if (record === null) {
+    return 'no Node-API addon is built, and the install step left no record (it did not run: installed with --ignore-scripts, or scripts not allowed by npm)';
+  }
+  if (record.outcome === 'skipped' || record.outcome === 'failed') return `the Node-API addon was not built at install: ${record.reason}`;
+  return `the Node-API addon did not load (${first}), although the install step reported: ${record.reason}`;
+}
+
+/** The switch's values; unset or empty is `'auto'`. */
+const CHOICES = ['auto', 'native', 'js'] as const;
+
+interface Loaded {
+  addon: NativeAddon | null;
+  addonFile: string | null;
+  error: Error | null;
+  reason: string;
+}
+
+function load(choice: (typeof CHOICES)[number]): Loaded {
+  if (choice === 'js') return { addon: null, addonFile: null, error: null, reason: 'WAITPREP_IMPLEMENTATION=js forces the JavaScript fallback' };
+  const gypBuild = require('node-gyp-build') as { resolve(dir: string): string };
+  let addonFile: string | null = null;
+  try {
+    // node-gyp-build looks in build/Release, build/Debug, then prebuilds/<platform>-<arch>.
+    addonFile = gypBuild.resolve(root);
+    const addon = require(addonFile) as NativeAddon;
+    const mismatch = layoutMismatch(addon);
+    if (mismatch !== null) {
+      const error = new Error(`waitprep addon layout differs from the JavaScript layout: ${mismatch}`);
+      return { addon: null, addonFile, error, reason: `${error.message}; using the JavaScript fallback` };
+    }
+    return { addon, addonFile, error: null, reason: 'the Node-API addon loaded' };
+  } catch (cause) {
+    const error = cause instanceof Error ? cause : new Error(String(cause));
+    return { addon: null, addonFile, error, reason: `${whyNotLoaded(error)}; using the JavaScript fallback` };
+  }
+}
+
+/**
+ * The error for a caller that asked for the native implementation when the addon is not loaded:
+ * what asked, why the addon is missing ({@link implementationReason}) and how to build it.
+ */
+export function nativeUnavailableError(asker: string): WaitprepError {
+  const why = loaded.reason.replace(/; using the JavaScript fallback$/, '');
+  return new WaitprepError('ERR_NATIVE_UNAVAILABLE', `${asker} needs the native implementation, but ${why}. To get it: ${HOW_TO_BUILD}`, {
+    cause: loaded.error ?? undefined,
+  });
+}
+
+const rawChoice = process.env.WAITPREP_IMPLEMENTATION;
+const choice = rawChoice === undefined || rawChoice === '' ? 'auto' : rawChoice;
+if (!(CHOICES as readonly string[]).includes(choice)) {
+  // A misspelt switch must not quietly mean 'auto': that is how a production host loses its
+  // cross-process tables without anyone noticing.
+  throw new WaitprepError('ERR_INVALID_ENV', `Expected WAITPREP_IMPLEMENTATION to be 'auto', 'native' or 'js' (or unset), got ${JSON.stringify(choice)}`);
+}
+const loaded = load(choice as (typeof CHOICES)[number]);
 
 /** The loaded addon, or `null` when the JavaScript fallback is in use. */
 export const nativeAddon: NativeAddon | null = loaded.addon;
@@ -69,11 +136,34 @@ export const nativeAddon: NativeAddon | null = loaded.addon;
 export const implementation: Implementation = loaded.addon === null ? 'js' : 'native';
 /** Why {@link implementation} is what it is, in one sentence. */
 export const implementationReason: string = loaded.reason;
-/** The error node-gyp-build threw (it has no code), or `null`. */
+/** The error the load threw (node-gyp-build's has no code), or `null`. */
 export const nativeLoadError: Error | null = loaded.error;
 
-/** Absolute path of `libwaitprep.so` (the C ABI for model runtimes), or `null` when it is not built. */
+if (choice === 'native' && loaded.addon === null) throw nativeUnavailableError('WAITPREP_IMPLEMENTATION=native');
+
+/** Set on globalThis so that two copies of the package in one process (dist/ and lib/, or two installs) warn once between them. */
+const WARNED = Symbol.for('waitprep.fallbackWarned');
+if (choice === 'auto' && loaded.addon === null && process.env.WAITPREP_NO_FALLBACK_WARNING !== '1' && !(globalThis as Record<symbol, unknown>)[WARNED]) {
+  (globalThis as Record<symbol, unknown>)[WARNED] = true;
+  process.emitWarning(`waitprep is using its JavaScript fallback: ${implementationReason.replace(/; using the JavaScript fallback$/, '')}`, {
+    code: 'WAITPREP_FALLBACK',
+    detail:
+      "Lease tables opened with implementation 'auto' live in this process only, so no other process can share them. " +
+      `To get the addon: ${HOW_TO_BUILD}. To choose the fallback and silence this warning: WAITPREP_IMPLEMENTATION=js, or WAITPREP_NO_FALLBACK_WARNING=1.`,
+  });
+}
+
+/**
+ * Absolute path of `libwaitprep.so` (the C ABI for model runtimes), or `null` when it is not built.
+ * It is looked for beside the addon that loaded first (the two come from one build), then in
+ * build/Release (cmake-js and node-gyp), then in prebuilds/<platform>-<arch> (prebuildify).
+ */
 export function nativeLibraryPath(): string | null {
-  const path = join(root, 'build', 'Release', 'libwaitprep.so');
-  return existsSync(path) ? path : null;
+  const dirs = [join(root, 'build', 'Release'), join(root, 'prebuilds', `${process.platform}-${process.arch}`)];
+  if (loaded.addonFile !== null) dirs.unshift(dirname(loaded.addonFile));
+  for (const dir of dirs) {
+    const path = join(dir, 'libwaitprep.so');
+    if (existsSync(path)) return path;
+  }
+  return null;
 }

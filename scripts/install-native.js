@@ -1,14 +1,16 @@
 #!/usr/bin/env node
-// Builds the optional native addon at install time. It never fails the
-// install: without a compiler (or cmake) the JavaScript fallback is used, and
-// `implementation` / `implementationReason` say so at run time.
+// Builds the optional native addon and libwaitprep.so at install time. It never fails the
+// install: without a compiler the JavaScript fallback is used, and `implementation` /
+// `implementationReason` say so at run time. npm hides this script's output, so what happened
+// is also written to build/waitprep-install.json, which the loader (lib/native.ts) reads to
+// say why no addon loaded (no compiler, which build failed and its first error).
 //
 // Order: a prebuild for this platform wins; else cmake-js (when the package's
 // dev tools are present and cmake exists); else node-gyp as bundled with npm.
 // Nothing here downloads: cmake-js takes headers from node-api-headers
 // (package.json "binary.napi_versions") and node-gyp from npm's nodedir.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,20 +19,44 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 const note = (message) => process.stderr.write(`waitprep: ${message}\n`);
 
-if (process.env.WAITPREP_SKIP_NATIVE_BUILD === '1') {
-  note('WAITPREP_SKIP_NATIVE_BUILD=1: not building the native addon; the JavaScript fallback will be used');
-  process.exit(0);
-}
-if (existsSync(join(root, 'prebuilds', `${process.platform}-${process.arch}`))) {
-  note(`using the prebuild in prebuilds/${process.platform}-${process.arch}`);
+/**
+ * Says how the install step ended, on stderr and in build/waitprep-install.json, and exits 0.
+ * `reason` is one clause the loader puts after "the Node-API addon was not built at install: ".
+ */
+function finish(outcome, reason, message = reason) {
+  note(message);
+  try {
+    // Written last: node-gyp rebuild empties build/ first.
+    mkdirSync(join(root, 'build'), { recursive: true });
+    writeFileSync(join(root, 'build', 'waitprep-install.json'), `${JSON.stringify({ outcome, reason, at: new Date().toISOString() }, null, 2)}\n`);
+  } catch (error) {
+    note(`could not write build/waitprep-install.json (${error.message})`);
+  }
   process.exit(0);
 }
 
+if (process.env.WAITPREP_SKIP_NATIVE_BUILD === '1') {
+  finish('skipped', 'WAITPREP_SKIP_NATIVE_BUILD=1 was set', 'WAITPREP_SKIP_NATIVE_BUILD=1: not building the native addon; the JavaScript fallback will be used');
+}
+if (existsSync(join(root, 'prebuilds', `${process.platform}-${process.arch}`))) {
+  finish('prebuild', `the prebuild in prebuilds/${process.platform}-${process.arch} is used`, `using the prebuild in prebuilds/${process.platform}-${process.arch}`);
+}
+
+/** The line of a build's output that says what went wrong: a compiler's `error:`, else a tool's own. */
+function firstError(output) {
+  const lines = output.split('\n').map((line) => line.trim());
+  return lines.find((line) => /\berror:/i.test(line)) ?? lines.find((line) => /\bERR!|\berror\b/i.test(line) && !/^gyp ERR! (stack|System|command|cwd|node -v|node-gyp -v|not ok)/.test(line));
+}
+
+/** Runs one build; on failure, the clause naming the tool, how it ended and its first error. */
 function run(label, command, args) {
-  const result = spawnSync(command, args, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
-  if (result.status === 0) return true;
-  note(`${label} failed (${result.error ? result.error.message : `exit ${result.status}`})`);
-  return false;
+  // stderr is kept to find the first error, and still shown (after the build) to whoever sees it.
+  const result = spawnSync(command, args, { cwd: root, stdio: ['ignore', 'inherit', 'pipe'], encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  process.stderr.write(result.stderr ?? '');
+  if (result.status === 0) return null;
+  const ended = result.error ? result.error.message : result.signal ? `killed by ${result.signal}` : `exit ${result.status}`;
+  const error = firstError(result.stderr ?? '');
+  return `${label} failed (${ended}${error ? `; first error: ${error.slice(0, 300)}` : ''})`;
 }
 
 function has(command) {
@@ -48,11 +74,12 @@ try {
 // tool fail with a page of stack traces.
 const compiler = [process.env.CXX, 'c++', 'g++', 'clang++'].find((c) => c && has(c));
 if (compiler === undefined) {
-  note(
+  finish(
+    'skipped',
+    'no C++ compiler on PATH (c++, g++, clang++ or $CXX)',
     'no C++ compiler on PATH (c++, g++, clang++ or $CXX): the native addon is not built; the JavaScript fallback will be used. ' +
       'To build it later, install a compiler and run `npm rebuild waitprep` (in a clone: `npm run build:native`)',
   );
-  process.exit(0);
 }
 
 const attempts = [];
@@ -60,15 +87,18 @@ if (cmakeJs && has('cmake')) attempts.push(['cmake-js', process.execPath, [cmake
 const nodeGyp = process.env.npm_config_node_gyp;
 if (nodeGyp && existsSync(nodeGyp) && has('make')) attempts.push(['node-gyp', process.execPath, [nodeGyp, 'rebuild']]);
 
+const failures = [];
 for (const [label, command, args] of attempts) {
-  if (run(label, command, args)) {
-    note(`native addon built with ${label}`);
-    process.exit(0);
-  }
+  const failure = run(label, command, args);
+  if (failure === null) finish('built', `the native addon and libwaitprep.so were built with ${label}`);
+  note(failure);
+  failures.push(failure);
 }
-note(
-  attempts.length === 0
-    ? 'no native build tool found (cmake-js with cmake, or node-gyp through npm with make); the JavaScript fallback will be used'
-    : 'the native addon could not be built; the JavaScript fallback will be used',
-);
-process.exit(0);
+if (attempts.length === 0) {
+  finish(
+    'skipped',
+    'no native build tool found (cmake-js with cmake, or node-gyp through npm with make)',
+    'no native build tool found (cmake-js with cmake, or node-gyp through npm with make); the JavaScript fallback will be used',
+  );
+}
+finish('failed', failures.join('; then '), 'the native addon could not be built; the JavaScript fallback will be used');
