@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: WP_ABI_VERSION of the header this wrapper mirrors; checked against wp_abi_version() at load.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 #: Status codes (the header's enum).
 STATUS = {
@@ -133,11 +133,13 @@ class WpDeviceRecord(ctypes.Structure):
 
 
 class WpOpenOptions(ctypes.Structure):
-    """typedef struct { uint32_t create_capacity; uint32_t mode; } wp_open_options;"""
+    """typedef struct { uint32_t create_capacity, mode, flags, trusted_uid; } wp_open_options;"""
 
     _fields_ = [
         ("create_capacity", ctypes.c_uint32),
         ("mode", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("trusted_uid", ctypes.c_uint32),
     ]
 
 
@@ -145,7 +147,7 @@ assert ctypes.sizeof(WpMeta) == 32, ctypes.sizeof(WpMeta)
 assert ctypes.sizeof(WpLease) == 56, ctypes.sizeof(WpLease)
 assert ctypes.sizeof(WpReservation) == 16, ctypes.sizeof(WpReservation)
 assert ctypes.sizeof(WpDeviceRecord) == 40, ctypes.sizeof(WpDeviceRecord)
-assert ctypes.sizeof(WpOpenOptions) == 8, ctypes.sizeof(WpOpenOptions)
+assert ctypes.sizeof(WpOpenOptions) == 16, ctypes.sizeof(WpOpenOptions)
 assert WpLease.meta.offset == 16 and WpLease.token.offset == 48
 assert WpDeviceRecord.arena.offset == 16 and WpDeviceRecord.write_seq.offset == 32
 
@@ -190,6 +192,8 @@ _SIGNATURES = {
     "wp_client_index": (ctypes.c_int, [_VOIDP]),
     "wp_is_producer": (ctypes.c_int, [_VOIDP]),
     "wp_client_pins": (ctypes.c_uint32, [_VOIDP, ctypes.c_uint32]),
+    "wp_slot_state_gen": (ctypes.c_uint64, [_VOIDP, ctypes.c_uint32]),
+    "wp_slot_pin_mask": (ctypes.c_uint64, [_VOIDP, ctypes.c_uint32]),
 }
 
 _loaded = {}
@@ -380,7 +384,12 @@ class Lease:
 
 
 class Table:
-    """One client's handle on a lease table. Use :meth:`open`; one handle per thread."""
+    """One client's handle on a lease table. Use :meth:`open`.
+
+    Any number of threads may pin, unpin, publish and evict through one handle at once (the C core
+    locks the handle's private state, see waitprep.h "Threads"); :meth:`close` must come after every
+    other thread is done with it.
+    """
 
     def __init__(self, lib, handle, name, producer):
         self._lib = lib
@@ -516,6 +525,19 @@ class Table:
     def client_pins(self, slot):
         """Pins this client holds on ``slot``."""
         return self._lib.wp_client_pins(self._h("client_pins"), _u32("slot", slot))
+
+    def slot_state(self, slot):
+        """The slot's (state, generation) as the shared segment holds them now, for tools and tests.
+
+        state is 'free', 'reserved', 'ready' or 'evicting'.
+        """
+        word = self._lib.wp_slot_state_gen(self._h("slot_state"), _u32("slot", slot))
+        return ("free", "reserved", "ready", "evicting")[word & 0x3], word >> 8
+
+    def pin_holders(self, slot):
+        """Client indexes whose pin bit is set on ``slot`` now, for tools and tests."""
+        mask = self._lib.wp_slot_pin_mask(self._h("pin_holders"), _u32("slot", slot))
+        return [i for i in range(64) if mask >> i & 1]
 
     def reap_dead_clients(self):
         """Releases the pins and entries of clients whose process died. Returns how many were reaped."""

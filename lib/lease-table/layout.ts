@@ -6,8 +6,8 @@
  * so the two can never drift. Miss reasons are named after the MISS_
  * statuses (lib/miss-reasons.ts).
  */
-/** 2: wp_unpin returns a status, and ERR_PERMISSION is new. A segment of another ABI is refused. */
-export const WP_ABI_VERSION = 2;
+/** 2: wp_unpin returns a status, and ERR_PERMISSION is new. 3: C handles are thread-safe (wp_open_options grew). A segment of another ABI is refused. */
+export const WP_ABI_VERSION = 3;
 /** "WAITPREP" read as a little-endian u64. */
 export const WP_MAGIC = 0x5045525054494157n;
 

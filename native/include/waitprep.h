@@ -59,9 +59,10 @@
 extern "C" {
 #endif
 
-/* 2: wp_unpin returns a status; WP_ERR_PERMISSION. A segment's header names the ABI that made it,
- * and a segment of another ABI is refused (WP_ERR_BAD_SEGMENT). */
-#define WP_ABI_VERSION 2
+/* 2: wp_unpin returns a status; WP_ERR_PERMISSION. 3: handles are thread-safe; wp_open_options
+ * gained flags and trusted_uid. A segment's header names the ABI that made it, and a segment of
+ * another ABI is refused (WP_ERR_BAD_SEGMENT). */
+#define WP_ABI_VERSION 3
 #define WP_MAGIC 0x5045525054494157ULL /* "WAITPREP" read as a little-endian u64 */
 
 #define WP_HEADER_SIZE 256u
@@ -173,7 +174,29 @@ typedef struct {
 typedef struct {
   uint32_t create_capacity; /* 0: open an existing table */
   uint32_t mode;            /* creation mode; 0 means 0600 */
+  uint32_t flags;           /* WP_OPEN_* below, or 0 */
+  uint32_t trusted_uid;     /* with WP_OPEN_TRUST_UID: a second owner uid that opens accept */
 } wp_open_options;
+
+/* The caller promises that no two threads ever call into this handle at once (a Node isolate's
+ * handle, say): pins and unpins then skip the handle's lock (see "Threads" below). */
+#define WP_OPEN_SINGLE_THREAD 1u
+
+/* Threads. Any number of threads of the process may share one handle, consumer or producer:
+ * - wp_try_pin and wp_unpin take the handle's consumer lock around the private pin counts and
+ *   lease records (never around a miss), so a slot's pin bit is set exactly while the handle holds
+ *   a lease on it, and a lease may be released by any thread.
+ * - The producer's calls (wp_reserve, wp_publish, wp_abandon, wp_try_evict,
+ *   wp_record_device_write) each run whole under the handle's producer lock.
+ * - Both locks are private to the process and held for a bounded few instructions; a waiter spins,
+ *   then yields. Between processes the table stays lock-free.
+ * - wp_reap_dead_clients, wp_summarize and the introspection calls may run on any thread at any
+ *   time. wp_close must be the handle's last call: no other thread may be inside, or enter, a call
+ *   on the handle once it starts.
+ * - WP_OPEN_SINGLE_THREAD drops the consumer lock for a handle only one thread uses at a time;
+ *   sharing such a handle between threads at once can leave a lease without its pin bit.
+ * For pins that never wait on another thread, give each thread its own handle (one client entry
+ * each, WP_MAX_CLIENTS in all). */
 
 /* Arguments: every entry point checks its pointers. One returning a status answers
  * WP_ERR_INVALID_ARGUMENT for a NULL it needs (wp_reap_dead_clients: its negation); the others

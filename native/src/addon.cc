@@ -142,7 +142,10 @@ Napi::Value Open(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   std::string name = info[0].As<Napi::String>().Utf8Value();
   bool producer = info[1].As<Napi::Boolean>().Value();
-  wp_open_options options{info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value()};
+  // WP_OPEN_SINGLE_THREAD: a JS handle lives in one isolate, so only that isolate's thread ever
+  // calls into it (its cleanup hook included), and pins skip the handle's lock.
+  wp_open_options options{info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
+                          WP_OPEN_SINGLE_THREAD, 0};
   // The exchange buffer: a BigUint64Array of at least kExchangeWords words, which the caller
   // keeps private and never detaches (the Handle keeps a raw pointer to its memory).
   Napi::Value exchange = info[4];

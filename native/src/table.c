@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,11 @@ typedef struct {
   uint32_t live;
 } lease_record;
 
+/* Fields above `consumer_lock` are fixed at open. Threads of one process may share a handle
+ * (waitprep.h, "Threads"): the private pin counts and lease records change only under
+ * consumer_lock, so that a slot's pin bit is set exactly while its count is above zero; the
+ * producer's operations run under producer_lock, so two threads never reserve one FREE slot or
+ * write one device record at once. */
 struct wp_table {
   uint8_t *base;
   size_t size;
@@ -54,11 +60,48 @@ struct wp_table {
   uint32_t client;        /* index in the registry */
   uint64_t client_word;   /* the ACTIVE word this handle registered with */
   int producer;
-  uint32_t *pins;         /* private pin count per slot */
+  int single_thread;      /* WP_OPEN_SINGLE_THREAD: the caller serializes, consumer_lock is skipped */
+  uint32_t consumer_lock; /* guards pins, leases, lease_cap, lease_free */
+  uint32_t producer_lock; /* serializes reserve, publish, abandon, evict, device writes */
+  uint32_t *pins;         /* private pin count per slot (relaxed atomics: wp_client_pins reads without the lock) */
   lease_record *leases;
   uint32_t lease_cap;
   uint32_t lease_free;    /* head of the free list, UINT32_MAX when empty */
 };
+
+/* A per-handle spin lock, held for a bounded few instructions (a realloc of the lease records
+ * at most). Uncontended it costs one atomic exchange and one plain store, which is why it is not
+ * a pthread mutex (two atomic read-modify-writes). A waiter spins briefly, then yields the CPU,
+ * so a holder that was preempted gets to run. It is private to the process: no other process
+ * ever waits on it, so the table stays lock-free between processes. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void handle_lock(uint32_t *lock) {
+  /* acquire: the previous holder's writes (released by handle_unlock) are visible to us. */
+  while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE) != 0) {
+    /* relaxed: only a hint to retry the exchange, which decides. */
+    for (unsigned spins = 0; __atomic_load_n(lock, __ATOMIC_RELAXED) != 0; spins++) {
+      if (spins < 100) cpu_relax();
+      else sched_yield();
+    }
+  }
+}
+
+static inline void handle_unlock(uint32_t *lock) {
+  /* release: our writes under the lock happen before the next holder's acquire. */
+  __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
+}
+
+/* The handle's private pin count of a slot. relaxed: written only under consumer_lock, which
+ * orders them; the atomics only keep wp_client_pins' lock-free read defined. */
+static inline uint32_t pins_of(const wp_table *t, uint32_t slot) { return __atomic_load_n(&t->pins[slot], __ATOMIC_RELAXED); }
+static inline void set_pins(wp_table *t, uint32_t slot, uint32_t n) { __atomic_store_n(&t->pins[slot], n, __ATOMIC_RELAXED); }
 
 static inline uint64_t *u64_at(const wp_table *t, size_t offset) { return (uint64_t *)(t->base + offset); }
 static inline uint8_t *slot_at(const wp_table *t, uint32_t slot) {
@@ -456,7 +499,8 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
   *out = NULL;
   uint32_t create = options ? options->create_capacity : 0;
   uint32_t mode = options && options->mode ? options->mode : 0600;
-  if (create > WP_MAX_CAPACITY || (mode & ~0777u) != 0) return WP_ERR_INVALID_ARGUMENT;
+  uint32_t flags = options ? options->flags : 0;
+  if (create > WP_MAX_CAPACITY || (mode & ~0777u) != 0 || (flags & ~WP_OPEN_SINGLE_THREAD) != 0) return WP_ERR_INVALID_ARGUMENT;
   char path[WP_MAX_NAME + 2];
   snprintf(path, sizeof path, "/%s", name);
 
@@ -531,6 +575,7 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
   t->capacity = capacity;
   t->window = capacity < WP_PROBE_WINDOW ? capacity : WP_PROBE_WINDOW;
   t->pins = pins;
+  t->single_thread = (flags & WP_OPEN_SINGLE_THREAD) != 0;
   t->lease_free = UINT32_MAX;
   int rc = register_client(t, producer ? WP_CLIENT_PRODUCER : 0);
   if (rc == WP_ERR_NO_CLIENT_SLOT && wp_reap_dead_clients(t) > 0) rc = register_client(t, producer ? WP_CLIENT_PRODUCER : 0);
@@ -623,47 +668,69 @@ static int check_device_record(const wp_table *t, uint32_t slot, const wp_device
   return WP_MISS_DEVICE_WRITE_INCOMPLETE;
 }
 
+/* Pins `slot`, found holding the digest in state READY or EVICTING with state word `sg`, for
+ * this handle. Called under consumer_lock: the private count and the shared bit change together,
+ * so no other thread of the handle sees a count above zero while the bit is still (or already)
+ * clear. */
+static int pin_found(wp_table *t, uint32_t slot, uint64_t sg, const wp_device_record *target, wp_lease *out) {
+  const uint64_t bit = 1ull << t->client;
+  uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
+  uint32_t pins = pins_of(t, slot);
+  if (pins == 0) {
+    if (state_of(sg) != WP_SLOT_READY) return WP_MISS_EVICTING;
+    uint64_t *mask = slot_word(t, slot, WP_SLOT_PIN_MASK);
+    /* Dekker handshake with wp_try_evict: publish the pin, then re-read the state, both
+     * seq_cst. Either the evictor's mask load sees our bit, or its READY->EVICTING claim
+     * precedes our re-read and we back out. */
+    __atomic_fetch_or(mask, bit, __ATOMIC_SEQ_CST);
+    uint64_t again = __atomic_load_n(sg_word, __ATOMIC_SEQ_CST);
+    if (again != sg) {
+      /* release: nothing read here is used; it only undoes the bit. */
+      __atomic_fetch_and(mask, ~bit, __ATOMIC_RELEASE);
+      return state_of(again) == WP_SLOT_EVICTING ? WP_MISS_EVICTING : WP_MISS_CONTENDED;
+    }
+  } else {
+    /* Another thread of this handle holds the bit, so the slot can be neither evicted nor
+     * reused now, though it may show EVICTING for a moment (that eviction rolls back). But `sg`
+     * was read before we took the lock, when the bit may not have been held: the slot must
+     * still be at that generation (a new one means it was freed and refilled meanwhile).
+     * acquire: pairs with the producer's release of the state, as on the first read. */
+    uint64_t again = __atomic_load_n(sg_word, __ATOMIC_ACQUIRE);
+    if (gen_of(again) != gen_of(sg) || (state_of(again) != WP_SLOT_READY && state_of(again) != WP_SLOT_EVICTING)) {
+      return WP_MISS_CONTENDED;
+    }
+  }
+  int rc = target == NULL ? WP_OK : check_device_record(t, slot, target);
+  uint64_t token;
+  if (rc == WP_OK) rc = lease_acquire(t, slot, &token) == WP_OK ? WP_OK : WP_MISS_CONTENDED;
+  if (rc != WP_OK) {
+    if (pins == 0) __atomic_fetch_and(slot_word(t, slot, WP_SLOT_PIN_MASK), ~bit, __ATOMIC_RELEASE);
+    return rc;
+  }
+  set_pins(t, slot, pins + 1);
+  out->slot = slot;
+  out->generation = gen_of(sg);
+  out->token = token;
+  read_meta(t, slot, &out->meta);
+  return WP_OK;
+}
+
 int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *target, wp_lease *out) {
   if (t == NULL || digest == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
-  const uint64_t bit = 1ull << t->client;
   uint32_t slot = home_slot(t, digest);
   int seen = WP_MISS_ABSENT;
+  /* The probe reads shared words only and takes no lock: a miss never waits for another thread. */
   for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
-    uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
     /* acquire: the digest and meta the producer wrote before this state are visible. */
-    uint64_t sg = __atomic_load_n(sg_word, __ATOMIC_ACQUIRE);
+    uint64_t sg = __atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE);
     uint64_t state = state_of(sg);
     if (state == WP_SLOT_FREE || !digest_equals(t, slot, digest)) continue;
     if (state == WP_SLOT_RESERVED) { seen = WP_MISS_PREPARING; continue; }
-    if (t->pins[slot] == 0) {
-      if (state != WP_SLOT_READY) { seen = WP_MISS_EVICTING; continue; }
-      uint64_t *mask = slot_word(t, slot, WP_SLOT_PIN_MASK);
-      /* Dekker handshake with wp_try_evict: publish the pin, then re-read the state, both
-       * seq_cst. Either the evictor's mask load sees our bit, or its READY->EVICTING claim
-       * precedes our re-read and we back out. */
-      __atomic_fetch_or(mask, bit, __ATOMIC_SEQ_CST);
-      uint64_t again = __atomic_load_n(sg_word, __ATOMIC_SEQ_CST);
-      if (again != sg) {
-        /* release: nothing read here is used; it only undoes the bit. */
-        __atomic_fetch_and(mask, ~bit, __ATOMIC_RELEASE);
-        return state_of(again) == WP_SLOT_EVICTING ? WP_MISS_EVICTING : WP_MISS_CONTENDED;
-      }
-    }
-    /* Already holding the bit (pins[slot] > 0) the slot cannot be evicted or reused, even
-     * if it shows EVICTING for a moment (that eviction will roll back). */
-    int rc = target == NULL ? WP_OK : check_device_record(t, slot, target);
-    uint64_t token;
-    if (rc == WP_OK) rc = lease_acquire(t, slot, &token) == WP_OK ? WP_OK : WP_MISS_CONTENDED;
-    if (rc != WP_OK) {
-      if (t->pins[slot] == 0) __atomic_fetch_and(slot_word(t, slot, WP_SLOT_PIN_MASK), ~bit, __ATOMIC_RELEASE);
-      return rc;
-    }
-    t->pins[slot]++;
-    out->slot = slot;
-    out->generation = gen_of(sg);
-    out->token = token;
-    read_meta(t, slot, &out->meta);
-    return WP_OK;
+    if (!t->single_thread) handle_lock(&t->consumer_lock);
+    int rc = pin_found(t, slot, sg, target, out);
+    if (!t->single_thread) handle_unlock(&t->consumer_lock);
+    if (rc != WP_MISS_EVICTING || i + 1 == t->window) return rc;
+    seen = WP_MISS_EVICTING; /* EVICTING and not ours: as before, look on for the digest */
   }
   return seen;
 }
@@ -672,18 +739,24 @@ int wp_unpin(wp_table *t, const wp_lease *lease) {
   if (t == NULL || lease == NULL) return WP_ERR_INVALID_ARGUMENT;
   uint32_t index = (uint32_t)lease->token;
   uint32_t gen = (uint32_t)(lease->token >> 32);
-  if (index >= t->lease_cap) return WP_STALE;
-  lease_record *r = &t->leases[index];
-  if (!r->live || r->gen != gen || r->slot != lease->slot) return WP_STALE; /* closed before, or not ours */
+  if (!t->single_thread) handle_lock(&t->consumer_lock);
+  lease_record *r = index < t->lease_cap ? &t->leases[index] : NULL;
+  if (r == NULL || !r->live || r->gen != gen || r->slot != lease->slot) { /* closed before, or not ours */
+    if (!t->single_thread) handle_unlock(&t->consumer_lock);
+    return WP_STALE;
+  }
   r->live = 0;
   r->gen++;
   r->next_free = t->lease_free;
   t->lease_free = index;
-  if (--t->pins[r->slot] == 0) {
+  uint32_t pins = pins_of(t, r->slot) - 1;
+  set_pins(t, r->slot, pins);
+  if (pins == 0) {
     /* release: every read of the artifact under this pin happens before an evictor sees
      * the bit cleared. */
     __atomic_fetch_and(slot_word(t, r->slot, WP_SLOT_PIN_MASK), ~(1ull << t->client), __ATOMIC_RELEASE);
   }
+  if (!t->single_thread) handle_unlock(&t->consumer_lock);
   return WP_OK;
 }
 
@@ -703,7 +776,7 @@ static uint32_t find_slot(const wp_table *t, const uint8_t digest[32], uint64_t 
   return UINT32_MAX;
 }
 
-int wp_reserve(wp_table *t, const uint8_t digest[32], wp_reservation *out) {
+static int reserve_locked(wp_table *t, const uint8_t digest[32], wp_reservation *out) {
   if (t == NULL || digest == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
   if (!t->producer) return WP_ERR_NOT_PRODUCER;
   uint64_t sg;
@@ -737,7 +810,7 @@ static int reserved_slot(const wp_table *t, const wp_reservation *r) {
   return sg == make_sg(WP_SLOT_RESERVED, r->generation) ? WP_OK : WP_STALE;
 }
 
-int wp_publish(wp_table *t, const wp_reservation *r, const wp_meta *meta) {
+static int publish_locked(wp_table *t, const wp_reservation *r, const wp_meta *meta) {
   int rc = reserved_slot(t, r);
   if (rc != WP_OK) return rc;
   if (meta == NULL) return WP_ERR_INVALID_ARGUMENT;
@@ -751,7 +824,7 @@ int wp_publish(wp_table *t, const wp_reservation *r, const wp_meta *meta) {
   return WP_OK;
 }
 
-int wp_abandon(wp_table *t, const wp_reservation *r) {
+static int abandon_locked(wp_table *t, const wp_reservation *r) {
   int rc = reserved_slot(t, r);
   if (rc != WP_OK) return rc;
   /* release: orders our digest writes before the slot is seen FREE (and reusable). */
@@ -759,7 +832,7 @@ int wp_abandon(wp_table *t, const wp_reservation *r) {
   return WP_OK;
 }
 
-int wp_try_evict(wp_table *t, const uint8_t digest[32]) {
+static int try_evict_locked(wp_table *t, const uint8_t digest[32]) {
   if (t == NULL || digest == NULL) return WP_ERR_INVALID_ARGUMENT;
   if (!t->producer) return WP_ERR_NOT_PRODUCER;
   uint64_t sg;
@@ -785,7 +858,7 @@ int wp_try_evict(wp_table *t, const uint8_t digest[32]) {
   return WP_OK;
 }
 
-int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_device_record *rec) {
+static int record_device_write_locked(wp_table *t, const uint8_t digest[32], const wp_device_record *rec) {
   if (t == NULL || digest == NULL || rec == NULL) return WP_ERR_INVALID_ARGUMENT;
   if (!t->producer) return WP_ERR_NOT_PRODUCER;
   static const uint8_t no_device[16] = {0};
@@ -813,6 +886,45 @@ int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_devic
   return WP_OK;
 }
 
+/* The producer's entry points: each runs whole under the handle's producer lock, so threads
+ * sharing a producer handle take turns (waitprep.h, "Threads"). The checks of arguments and role
+ * are inside each body. */
+int wp_reserve(wp_table *t, const uint8_t digest[32], wp_reservation *out) {
+  if (t == NULL) return WP_ERR_INVALID_ARGUMENT;
+  handle_lock(&t->producer_lock);
+  int rc = reserve_locked(t, digest, out);
+  handle_unlock(&t->producer_lock);
+  return rc;
+}
+int wp_publish(wp_table *t, const wp_reservation *r, const wp_meta *meta) {
+  if (t == NULL) return WP_ERR_INVALID_ARGUMENT;
+  handle_lock(&t->producer_lock);
+  int rc = publish_locked(t, r, meta);
+  handle_unlock(&t->producer_lock);
+  return rc;
+}
+int wp_abandon(wp_table *t, const wp_reservation *r) {
+  if (t == NULL) return WP_ERR_INVALID_ARGUMENT;
+  handle_lock(&t->producer_lock);
+  int rc = abandon_locked(t, r);
+  handle_unlock(&t->producer_lock);
+  return rc;
+}
+int wp_try_evict(wp_table *t, const uint8_t digest[32]) {
+  if (t == NULL) return WP_ERR_INVALID_ARGUMENT;
+  handle_lock(&t->producer_lock);
+  int rc = try_evict_locked(t, digest);
+  handle_unlock(&t->producer_lock);
+  return rc;
+}
+int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_device_record *rec) {
+  if (t == NULL) return WP_ERR_INVALID_ARGUMENT;
+  handle_lock(&t->producer_lock);
+  int rc = record_device_write_locked(t, digest, rec);
+  handle_unlock(&t->producer_lock);
+  return rc;
+}
+
 /* ---- names and introspection --------------------------------------------------------- */
 
 const char *wp_status_name(int status) {
@@ -838,7 +950,7 @@ uint64_t wp_slot_state_gen(const wp_table *t, uint32_t slot) {
 uint64_t wp_slot_pin_mask(const wp_table *t, uint32_t slot) {
   return t && slot < t->capacity ? __atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_ACQUIRE) : 0;
 }
-uint32_t wp_client_pins(const wp_table *t, uint32_t slot) { return t && slot < t->capacity ? t->pins[slot] : 0; }
+uint32_t wp_client_pins(const wp_table *t, uint32_t slot) { return t && slot < t->capacity ? pins_of(t, slot) : 0; }
 
 const void *wp_segment(const wp_table *t, size_t *size) {
   if (t == NULL) return NULL;

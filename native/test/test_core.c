@@ -5,6 +5,10 @@
  *   test_core unit      protocol cases in one process (and a forked child on a small
  *                       /dev/shm, where a private mount namespace is permitted)
  *   test_core stress    1 producer thread + 3 pinner threads, each its own client
+ *   test_core shared    4 pinner threads on one consumer handle, 2 evictors on one producer
+ *                       handle [milliseconds, default 2000]
+ *   test_core pinbench  a benchmark, not a test: one thread's pin + unpin through a thread-safe
+ *                       handle and a WP_OPEN_SINGLE_THREAD one [iterations, default 10^7]
  *   test_core reap      a forked child pins, is SIGKILLed, and is reaped
  *   test_core reaper    a reaper is SIGKILLed mid-reap; the next reap finishes its work
  */
@@ -225,6 +229,192 @@ static void test_stress(unsigned long long rounds) {
          pins_done[0] + pins_done[1] + pins_done[2], evicted, violations);
   wp_close(p);
   wp_unlink(stress_name);
+}
+
+/* ---- shared handles: one consumer handle and one producer handle, several threads each ---- */
+
+/* Model runtimes pin from several threads through one handle (ctypes releases the GIL on every
+ * call). Four threads pin through one consumer handle, on keys they share and keys of their own,
+ * while two threads evict and republish through one producer handle. Whenever a thread holds a
+ * lease, the slot must still be READY (or EVICTING, about to roll back) at the lease's
+ * generation, and the handle's pin bit must be set; when all is done no pin may be left. */
+#define SHARED_PINNERS 4
+#define SHARED_KEYS 24 /* keys 0-7 shared by every pinner, 8 + 4i .. 11 + 4i pinner i's own */
+static char shared_name[96];
+static wp_table *shared_consumer, *shared_producer;
+static int shared_stop = 0;
+static int evicted_while_held = 0, held_without_bit = 0, stale_unpins = 0, stale_publishes = 0, duplicate_digests = 0;
+static uint32_t evictor_picks = 0;
+static unsigned long long shared_pins[SHARED_PINNERS], shared_evictions[2];
+
+static void *shared_pinner(void *arg) {
+  int id = (int)(intptr_t)arg;
+  uint64_t bit = 1ull << wp_client_index(shared_consumer);
+  uint8_t d[SHARED_KEYS][32];
+  for (uint32_t k = 0; k < SHARED_KEYS; k++) digest_for(k, d[k]);
+  wp_lease held[3];
+  uint32_t held_key[3];
+  unsigned long long n = 0;
+  while (!__atomic_load_n(&shared_stop, __ATOMIC_RELAXED)) {
+    /* Hold up to three leases at once (a shared key twice, and an own key), so that pins and
+     * unpins of one slot by different threads interleave at every count, not only 0 <-> 1. */
+    int holding = 0;
+    uint32_t keys[3] = {(uint32_t)(n % 8), (uint32_t)((n + 1) % 8), 8 + 4 * (uint32_t)id + (uint32_t)(n % 4)};
+    if (n % 3 == 0) keys[1] = keys[0];
+    for (int j = 0; j < 3; j++) {
+      if (wp_try_pin(shared_consumer, d[keys[j]], NULL, &held[holding]) == WP_OK) held_key[holding++] = keys[j];
+    }
+    for (int j = 0; j < holding; j++) {
+      uint64_t sg = wp_slot_state_gen(shared_consumer, held[j].slot);
+      uint64_t state = sg & 0xff;
+      if ((sg >> 8) != held[j].generation || (state != WP_SLOT_READY && state != WP_SLOT_EVICTING) || held[j].meta.location != held_key[j]) {
+        __atomic_fetch_add(&evicted_while_held, 1, __ATOMIC_RELAXED);
+      }
+      if ((wp_slot_pin_mask(shared_consumer, held[j].slot) & bit) == 0) __atomic_fetch_add(&held_without_bit, 1, __ATOMIC_RELAXED);
+    }
+    for (int j = holding - 1; j >= 0; j--) {
+      if (wp_unpin(shared_consumer, &held[j]) != WP_OK) __atomic_fetch_add(&stale_unpins, 1, __ATOMIC_RELAXED);
+    }
+    n++;
+  }
+  shared_pins[id] = n;
+  return NULL;
+}
+
+/* Two threads on one producer handle, over the same keys at the same time (consecutive picks of
+ * a shared counter name the same key): each evicts the key and, when that succeeds or the key is
+ * absent, reserves and republishes it. A reservation never lands on a slot the other thread
+ * reserved, so every publish succeeds and no digest is ever held by two slots. */
+static void *shared_evictor(void *arg) {
+  int id = (int)(intptr_t)arg;
+  unsigned long long evictions = 0;
+  while (!__atomic_load_n(&shared_stop, __ATOMIC_RELAXED)) {
+    uint32_t k = (__atomic_fetch_add(&evictor_picks, 1, __ATOMIC_RELAXED) / 2 * 7) % SHARED_KEYS;
+    uint8_t d[32];
+    digest_for(k, d);
+    int rc = wp_try_evict(shared_producer, d);
+    if (rc == WP_OK) evictions++;
+    if (rc == WP_OK || rc == WP_ABSENT) {
+      wp_reservation r;
+      if (wp_reserve(shared_producer, d, &r) == WP_OK) {
+        wp_meta m = {64, k, k, 1, 1};
+        if (wp_publish(shared_producer, &r, &m) != WP_OK) __atomic_fetch_add(&stale_publishes, 1, __ATOMIC_RELAXED);
+      }
+    }
+  }
+  shared_evictions[id] = evictions;
+  return NULL;
+}
+
+static void count_duplicate_digests(wp_table *p) {
+  size_t size;
+  const uint8_t *base = wp_segment(p, &size);
+  const uint8_t *slots = base + WP_HEADER_SIZE + (size_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE;
+  for (uint32_t a = 0; a < wp_capacity(p); a++) {
+    if ((wp_slot_state_gen(p, a) & 0xff) == WP_SLOT_FREE) continue;
+    for (uint32_t b = a + 1; b < wp_capacity(p); b++) {
+      if ((wp_slot_state_gen(p, b) & 0xff) == WP_SLOT_FREE) continue;
+      if (memcmp(slots + (size_t)a * WP_SLOT_SIZE + WP_SLOT_DIGEST, slots + (size_t)b * WP_SLOT_SIZE + WP_SLOT_DIGEST, 32) == 0) {
+        duplicate_digests++;
+      }
+    }
+  }
+}
+
+static void test_shared_handles(unsigned long long millis) {
+  table_name(shared_name, sizeof shared_name, "shared");
+  CHECK_RC(wp_open(shared_name, 1, 64, &shared_producer), WP_OK);
+  CHECK_RC(wp_open(shared_name, 0, 0, &shared_consumer), WP_OK);
+  if (shared_producer == NULL || shared_consumer == NULL) return;
+  for (uint32_t k = 0; k < SHARED_KEYS; k++) publish(shared_producer, k);
+  pthread_t pinners[SHARED_PINNERS], evictors[2];
+  for (int i = 0; i < SHARED_PINNERS; i++) pthread_create(&pinners[i], NULL, shared_pinner, (void *)(intptr_t)i);
+  for (int i = 0; i < 2; i++) pthread_create(&evictors[i], NULL, shared_evictor, (void *)(intptr_t)i);
+  struct timespec pause = {(time_t)(millis / 1000), (long)(millis % 1000) * 1000000L};
+  nanosleep(&pause, NULL);
+  __atomic_store_n(&shared_stop, 1, __ATOMIC_RELAXED);
+  for (int i = 0; i < SHARED_PINNERS; i++) pthread_join(pinners[i], NULL);
+  for (int i = 0; i < 2; i++) pthread_join(evictors[i], NULL);
+  count_duplicate_digests(shared_producer);
+  /* Every lease was released: no pin bit, no private count, and every key can be evicted. */
+  int leaked_bits = 0, leaked_counts = 0, unevictable = 0;
+  for (uint32_t s = 0; s < wp_capacity(shared_producer); s++) {
+    leaked_bits += wp_slot_pin_mask(shared_producer, s) != 0;
+    leaked_counts += wp_client_pins(shared_consumer, s) != 0;
+  }
+  for (uint32_t k = 0; k < SHARED_KEYS; k++) {
+    uint8_t d[32];
+    digest_for(k, d);
+    int rc = wp_try_evict(shared_producer, d);
+    unevictable += rc != WP_OK && rc != WP_ABSENT;
+  }
+  unsigned long long pins = 0;
+  for (int i = 0; i < SHARED_PINNERS; i++) pins += shared_pins[i];
+  printf("shared handles: %llu pin rounds on one consumer handle by %d threads, %llu evictions by 2 threads on one "
+         "producer handle; %d leases held while evicted, %d leases without the pin bit, %d unpins refused, "
+         "%d publishes refused, %d duplicate digests, %d leaked pin bits, %d leaked pin counts, %d keys left "
+         "unevictable\n",
+         pins, SHARED_PINNERS, shared_evictions[0] + shared_evictions[1], evicted_while_held, held_without_bit,
+         stale_unpins, stale_publishes, duplicate_digests, leaked_bits, leaked_counts, unevictable);
+  CHECK(pins > 0 && shared_evictions[0] + shared_evictions[1] > 0);
+  CHECK(evicted_while_held == 0);
+  CHECK(held_without_bit == 0);
+  CHECK(stale_unpins == 0 && stale_publishes == 0);
+  CHECK(duplicate_digests == 0);
+  CHECK(leaked_bits == 0 && leaked_counts == 0 && unevictable == 0);
+  wp_close(shared_consumer);
+  wp_close(shared_producer);
+  wp_unlink(shared_name);
+}
+
+/* ---- pinbench: what the consumer lock costs one thread (a benchmark, never a check) ------- */
+
+static double ns_per_pin(wp_table *c, const uint8_t d[32], unsigned long long iterations) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  uint64_t hits = wp_pin_loop(c, d, iterations);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  CHECK(hits == iterations);
+  return ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / (double)iterations;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* One thread pins and unpins one READY slot in a loop through a default (thread-safe) handle and
+ * through a WP_OPEN_SINGLE_THREAD one, alternating rounds so drift hits both alike; prints the
+ * median of each. docs/benchmarks.md records the figures. */
+static void bench_pin(unsigned long long iterations) {
+  char name[96];
+  table_name(name, sizeof name, "pinbench");
+  wp_table *p = NULL, *shared = NULL, *single = NULL;
+  wp_open_options single_thread = {0, 0, WP_OPEN_SINGLE_THREAD, 0};
+  CHECK_RC(wp_open(name, 1, 1024, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &shared), WP_OK);
+  CHECK_RC(wp_open_ex(name, 0, &single_thread, &single), WP_OK);
+  if (p == NULL || shared == NULL || single == NULL) return;
+  publish(p, 1);
+  uint8_t d[32];
+  digest_for(1, d);
+  enum { ROUNDS = 7 };
+  double thread_safe[ROUNDS], one_thread[ROUNDS];
+  ns_per_pin(shared, d, iterations / 10 + 1); /* warm both */
+  ns_per_pin(single, d, iterations / 10 + 1);
+  for (int r = 0; r < ROUNDS; r++) {
+    thread_safe[r] = ns_per_pin(shared, d, iterations);
+    one_thread[r] = ns_per_pin(single, d, iterations);
+  }
+  qsort(thread_safe, ROUNDS, sizeof thread_safe[0], compare_doubles);
+  qsort(one_thread, ROUNDS, sizeof one_thread[0], compare_doubles);
+  printf("pinbench: pin + unpin of one READY slot, %llu iterations x %d rounds, median ns: thread-safe handle %.1f, "
+         "WP_OPEN_SINGLE_THREAD handle %.1f\n",
+         iterations, ROUNDS, thread_safe[ROUNDS / 2], one_thread[ROUNDS / 2]);
+  wp_close(single);
+  wp_close(shared);
+  wp_close(p);
+  wp_unlink(name);
 }
 
 /* ---- reap: a SIGKILLed client's pins are released, a live one's are not --------------- */
@@ -768,6 +958,8 @@ int main(int argc, char **argv) {
     test_no_space();
   }
   if (!strcmp(which, "stress") || !strcmp(which, "all")) test_stress(argc > 2 ? strtoull(argv[2], NULL, 10) : 200000);
+  if (!strcmp(which, "shared") || !strcmp(which, "all")) test_shared_handles(argc > 2 ? strtoull(argv[2], NULL, 10) : 2000);
+  if (!strcmp(which, "pinbench")) bench_pin(argc > 2 ? strtoull(argv[2], NULL, 10) : 10000000);
   if (!strcmp(which, "reap") || !strcmp(which, "all")) test_reap();
   if (!strcmp(which, "reaper") || !strcmp(which, "all")) {
     test_reaper();
