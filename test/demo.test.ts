@@ -4,12 +4,37 @@
 // does: its command line, stdout (text or --json), stderr and exit code. Needs the built dist/.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { implementation } from '../lib/index.js';
 
 const bin = join(import.meta.dirname, '..', 'bin', 'waitprep.js');
 const sum = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
+
+interface Units { issued: number; completed: number; wasted: number; drained: number; failed: number; inFlight: number }
+
+/** The summary's `units` put every issued unit in exactly one outcome, and agree with the coordinator's counters. */
+function expectUnitsAccounted(stats: Record<string, number>, units: Units): void {
+  expect(units.issued).toBe(stats.issued);
+  expect(units.completed + units.wasted + units.drained + units.failed + units.inFlight).toBe(units.issued);
+  expect(units.completed + units.wasted).toBe(stats.completed);
+  expect(units.wasted).toBe(stats.wasted);
+  expect(units.drained + units.failed).toBe(stats.failed);
+  expect(units.inFlight).toBe(stats.inFlight);
+  for (const n of Object.values(units)) expect(n).toBeGreaterThanOrEqual(0);
+}
+
+/** Every wait outcome and every unit outcome has a line: its label, its count, a definition. */
+const ACCOUNT_LINES = [
+  'new unit', 'joined', 'in flight', 'already completed', 'already failed', 'overloaded', 'rejected',
+  'completed', 'wasted', 'drained', 'failed',
+];
+function expectAccountText(text: string): void {
+  expect(text).toMatch(/^ {2}waits \d+, by what each found:$/m);
+  expect(text).toMatch(/^ {2}units issued \d+, by how each ended:$/m);
+  for (const label of ACCOUNT_LINES) expect(text).toMatch(new RegExp(`^ {4}${label} +\\d+ {2}\\S.{20,}$`, 'm'));
+}
 
 describe('waitprep demo --scripted', () => {
   it('ends with a consistent summary', () => {
@@ -25,11 +50,33 @@ describe('waitprep demo --scripted', () => {
     expect(['native', 'js']).toContain(summary.implementation);
   });
 
+  it('accounts for every wait by what it found and every unit by how it ended; a drained unit is not failed', () => {
+    const { stats, units } = JSON.parse(execFileSync(process.execPath, [bin, 'demo', '--scripted', '--json'], { encoding: 'utf8' }));
+    expect(sum(stats.waitsByStatus)).toBe(stats.waits);
+    expect(stats.waitsByStatus.overloaded).toBe(stats.overloads);
+    expectUnitsAccounted(stats, units);
+    // The script's second try of the flaky key fails after its only consumer cancelled: drained.
+    // Its first try is a genuine failure, and the other-task unit is published after its consumer woke: wasted.
+    expect(units.drained).toBe(1);
+    expect(units.failed).toBe(1);
+    expect(units.wasted).toBe(1);
+  });
+
   it('prints its summary as text without --json', () => {
     const text = execFileSync(process.execPath, [bin, 'demo', '--scripted'], { encoding: 'utf8' });
     expect(text).toMatch(/^summary \(stand-in preparation: a \d+ ms timer/m);
-    expect(text).toMatch(/^ {2}waits \d+, of them dedup joins \d+, overloaded [1-9]\d*, rejected \d+$/m);
+    expectAccountText(text);
+    expect(text).toMatch(/^ {4}overloaded +[1-9]\d* {2}/m);
+    expect(text).toMatch(/^ {4}drained +1 {2}/m);
     expect(text).toMatch(/^ {2}shutdown drained: true$/m);
+  });
+
+  it("prints JSON through npm with the README's command, npm start -s -- --json", () => {
+    const readme = readFileSync(join(import.meta.dirname, '..', 'README.md'), 'utf8');
+    expect(readme).toContain('`npm start -s -- --json`');
+    const npm = spawnSync('npm', ['start', '-s', '--', '--scripted', '--json'], { cwd: join(import.meta.dirname, '..'), encoding: 'utf8', timeout: 60_000 });
+    expect(npm.status).toBe(0);
+    expect(JSON.parse(npm.stdout).stats.waits).toBeGreaterThan(0);
   });
 });
 
@@ -63,6 +110,30 @@ describe('waitprep demo (end to end)', () => {
     expect(preparation.driver.succeeded).toBe(stats.completed);
     expect(preparation.storage.prepared + preparation.storage.alreadyReady).toBeGreaterThanOrEqual(stats.completed);
     expect(preparation.storage.usedBytes).toBeLessThanOrEqual(preparation.storage.budgetBytes);
+    expect(sum(stats.waitsByStatus)).toBe(stats.waits);
+    expectUnitsAccounted(stats, summary.units);
+    expect(summary.wakeLatencyNs.what).toMatch(/sporadic, cold/);
+    expect(summary.wakeLatencyNs.what).toMatch(/bench:pin/);
+  });
+
+  it('prints a text summary with one agent count, every outcome defined, and the wake latency in readable units with what it includes', () => {
+    const run = spawnSync(process.execPath, [bin, 'demo', '--seconds', '3'], { encoding: 'utf8', timeout: 60_000 });
+    expect(run.status).toBe(0);
+    const all = run.stdout + run.stderr;
+    const agentCounts = new Set([...all.matchAll(/(\d+) agents?\b/g)].map((m) => m[1]));
+    expect(agentCounts.size).toBe(1);
+    expectAccountText(run.stdout);
+    expect(run.stdout).toMatch(/wake latency \(onWake[^)]*\): p50 \d+(\.\d+)? (ns|µs|ms), p99 \d+(\.\d+)? (ns|µs|ms), max \d+(\.\d+)? (ns|µs|ms) over \d+ wakes/);
+    expect(run.stdout).toMatch(/sporadic, cold call/);
+    expect(run.stdout).toMatch(/npm run bench:pin.*docs\/benchmarks\.md/);
+    expect(run.stdout).not.toMatch(/\d{5,} ns/);
+    // Progress lines report what moves (waits by outcome, consumers waiting), not the queue gauges that sit at 0.
+    const progress = run.stderr.split('\n').filter((line) => /^\[ *\d+\.\d s\]/.test(line));
+    expect(progress.length).toBeGreaterThan(0);
+    for (const line of progress) {
+      expect(line).toMatch(/waits \d+ \(new units \d+, joined \d+, already completed \d+\), waiting now \d+/);
+      expect(line).not.toMatch(/queued|in flight/);
+    }
   });
 
   it('exits non-zero with a clear message when the storage worker dies mid-run', () => {

@@ -9,7 +9,8 @@ import { scriptedDemo } from './scripted.js';
 
 const DEMO_USAGE = `usage: waitprep demo [options]
 
-  --agents N             agent sessions in the generated trace (default 24)
+  --agents N             agent sessions the trace generator starts (default 24); the summary counts
+                         those with an event within --seconds
   --seconds S            generated trace length in seconds (default 8)
   --seed N               trace seed (default 42)
   --trace FILE           replay a JSONL trace instead (docs/agent-trace.md)
@@ -19,6 +20,7 @@ const DEMO_USAGE = `usage: waitprep demo [options]
   --metrics-port P       serve Prometheus metrics on http://127.0.0.1:P/metrics while running
                          (0: an ephemeral port; the URL is printed to stderr)
   --json                 print one JSON summary object on stdout, nothing else
+                         (through npm: npm start -s -- --json; -s keeps npm's banner off stdout)
   --scripted             the earlier scripted demo (in-process stand-in worker), with --json
   --storage-exit-after N testing: the storage worker exits (code 3) at request N+1
   --compare              replay the same trace under three policies (no-preparation, fifo-dedup,

@@ -39,6 +39,7 @@ import {
   unlinkLeaseTable,
 } from 'waitprep';
 import { nearestRank } from 'waitprep/trace';
+import { unitOutcomes } from './report.js';
 import { serveSocket, startStorage } from './storage.js';
 
 const STORAGE_WORKER = join(import.meta.dirname, '..', 'storage-worker.js');
@@ -111,6 +112,11 @@ export class DemoRun {
     const grant = Object.freeze({ worker: 'prep-0', grant: 'demo-grant-0' });
     /** The first few preparation errors, for the report (the driver counts outcomes in its stats). */
     const errors = [];
+    /**
+     * Units that reported failure after their abort fired (every consumer had left): the
+     * coordinator keeps no failed history for them, and the summary counts them as drained.
+     */
+    let drained = 0;
     const driver = new PreparationDriver({
       coordinator,
       grants: {
@@ -123,7 +129,9 @@ export class DemoRun {
       worker: { filename: PREPARE_WORKER, minThreads: 1, maxThreads: 2, env: { ...process.env, WAITPREP_DEMO_SOCKET: this.socketPath } },
       deadlineMs: 10_000,
       onSettled: (report) => {
-        if (report.result !== 'succeeded' && report.error && errors.length < 5) errors.push(report.error.message);
+        if (report.result === 'succeeded' || report.completion !== 'applied') return;
+        if (report.work.signal.aborted) drained++;
+        else if (report.error && errors.length < 5) errors.push(report.error.message);
       },
     });
     this.driver = driver;
@@ -140,7 +148,8 @@ export class DemoRun {
       this.progress = setInterval(() => {
         const s = coordinator.stats();
         const missCount = Object.values(s.misses).reduce((a, b) => a + b, 0);
-        this.log(`[${elapsed().toFixed(1).padStart(5)} s] waits ${s.waits}, joins ${s.joins}, queued ${s.queued}, in flight ${s.inFlight}, prepared ${s.completed} (failed ${s.failed}), wakes ${s.wakes}: hits ${s.hits}, misses ${missCount}`);
+        const w = s.waitsByStatus;
+        this.log(`[${elapsed().toFixed(1).padStart(5)} s] waits ${s.waits} (new units ${w.queued}, joined ${w.joined + w['in-flight']}, already completed ${w.completed}), waiting now ${s.waiting}, units completed ${s.completed}, wakes ${s.wakes}: hits ${s.hits}, misses ${missCount}`);
       }, 1000);
     }
     this.log(`replaying ${events.length} events (${summaryOfTrace.waits} waits, ${summaryOfTrace.agents} agents) over ${(summaryOfTrace.lastT * scale).toFixed(1)} s`);
@@ -201,10 +210,12 @@ export class DemoRun {
             note: 'the JavaScript fallback cannot share a table across processes, so the storage worker logic ran in this process' },
       trace: { source: options.trace ?? 'generated', requestedAgents: options.agents, seconds: options.seconds, seed: options.seed, timeScale: scale, summary: summaryOfTrace },
       stats,
+      units: unitOutcomes(stats, drained),
       drained: closing.drained,
       wakesWithoutTicket,
       cancelsWithoutTicket,
       wakeLatencyNs: {
+        what: 'onWake (coordinator checks and the table pin) timed with hrtime: sporadic, cold calls on an idle event loop; the steady-state pin + close is `npm run bench:pin` (docs/benchmarks.md)',
         count: latencies.length,
         p50: Number(nearestRank(latencies, 0.5)),
         p99: Number(nearestRank(latencies, 0.99)),

@@ -3,7 +3,7 @@
 // timer standing in for the worker, wakes that pin or miss, a failure and a retry, against a lease
 // table whose producer and consumer sides both live in this process.
 import { WaitCoordinator, artifactKey, implementation, implementationReason, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
-import { printScriptedSummary } from './report.js';
+import { printScriptedSummary, unitOutcomes } from './report.js';
 
 const PREPARE_MS = 25;
 const SYSTEM_PROMPT_TOKENS = Array.from({ length: 14_000 }, (_, i) => (i * 7919) % 151_936);
@@ -76,6 +76,9 @@ export async function scriptedDemo(args) {
     log(`${at()}  ${agent} cancels: ${removed ? 'removed' : 'stale'}`);
   };
 
+  /** Units that stopped because every consumer left (reported as failed after their abort). */
+  let drained = 0;
+
   // The stand-in worker: pulls a unit whenever none is in flight, "prepares"
   // it off the event loop (a timer), publishes, and reports completion back
   // on this thread.
@@ -89,7 +92,12 @@ export async function scriptedDemo(args) {
       if (ok) producer.publish(reservation, { sizeBytes: 4096 * work.key.tokenCount, location: reservation.slot, checksum: 0, codecId: 0, representationVersion: 1 });
       else producer.abandon(reservation);
       const applied = coordinator.complete(work, ok ? { ok: true } : { ok: false, error: new Error('stand-in failure') });
-      log(`${at()}  worker ${ok ? 'published' : 'failed'} ${names.get(work.key.hex)} (${applied})`);
+      // A failure after every consumer left is no evidence against the key: the coordinator
+      // keeps no failed history for it, and the summary counts it as drained.
+      const left = work.signal.aborted;
+      if (!ok && left) drained++;
+      const how = ok ? 'published' : left ? 'drained (failed after every consumer left)' : 'failed';
+      log(`${at()}  worker ${how} ${names.get(work.key.hex)} (${applied})`);
       pump();
     }, PREPARE_MS);
   }
@@ -142,6 +150,7 @@ export async function scriptedDemo(args) {
     backend: `lease table "${tableName}" (${producer.implementation === 'native' ? 'POSIX shared memory' : 'SharedArrayBuffer fallback'})`,
     drained: closing.drained,
     stats,
+    units: unitOutcomes(stats, drained),
   };
   if (json) {
     process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
