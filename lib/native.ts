@@ -74,7 +74,10 @@ function whyNotLoaded(error: Error): string {
   if (!first.startsWith('No native build was found')) return `the Node-API addon did not load (${first})`;
   const record = readInstallRecord();
   if (record === null) {
-    return 'no Node-API addon is built, and the install step left no record (it did not run: installed with --ignore-scripts, or scripts not allowed by npm)';
+    return (
+      'no Node-API addon is built, and the install step left no record (it did not run: npm was given --ignore-scripts, ' +
+      'or the project does not allow waitprep\'s install script: `npm install-scripts approve waitprep`, then `npm rebuild waitprep`)'
+    );
   }
   if (record.outcome === 'skipped' || record.outcome === 'failed') return `the Node-API addon was not built at install: ${record.reason}`;
   return `the Node-API addon did not load (${first}), although the install step reported: ${record.reason}`;
