@@ -57,12 +57,24 @@ function commandArgs(args, flags, usageLine) {
   }
 }
 
+/**
+ * A usage error for a table given as its /dev/shm path, naming the bare name to give instead;
+ * `null` for anything else.
+ */
+function shmPathProblem(command, given) {
+  const bare = given.startsWith(`${SHM}/`) ? given.slice(SHM.length + 1) : null;
+  if (bare === null || !isTableName(bare)) return null;
+  return new CommandError(EXIT.USAGE, 'ERR_USAGE', `${JSON.stringify(given)} is a path; name the table instead: waitprep ${command} ${bare}`);
+}
+
 /** `<table> [--json]`. */
 function inspectArgs(command, args) {
   const { values, names } = commandArgs(args, ['json'], `waitprep ${command} <table> [--json]`);
   if (names.length !== 1) {
     throw usage(command, names.length === 0 ? 'the table name is missing' : `expected one table name, got ${names.length}`);
   }
+  const problem = shmPathProblem(command, names[0]);
+  if (problem !== null) throw problem;
   return { name: names[0], json: values.json === true };
 }
 
@@ -467,6 +479,8 @@ function parseCleanArgs(args) {
   const dryRun = values['dry-run'] === true;
   const bad = names.find((n) => !isTableName(n));
   if (bad !== undefined) {
+    const problem = shmPathProblem('clean', bad);
+    if (problem !== null) throw problem;
     throw new CommandError(EXIT.USAGE, 'ERR_USAGE', `${JSON.stringify(bad)} is not a table name (1-200 of A-Z a-z 0-9 . _ -, not starting with a dot)`);
   }
   return { names, json, dryRun };

@@ -2,19 +2,24 @@
 // waitprep command line. `waitprep demo` (what `npm start` runs) is the end-to-end demo: an
 // agent trace replayed through the coordinator, a preparation driver and a storage-worker
 // process publishing into a lease table (bin/demo/); `demo --scripted` is the earlier
-// scripted sequence.
+// scripted sequence. `inspect`, `reap` and `clean` are the operator's commands (bin/inspect.js).
+import { createRequire } from 'node:module';
 import { demo } from './demo/cli.js';
 import { clean, inspect, reap } from './inspect.js';
 
-const [command = 'help', ...rest] = process.argv.slice(2);
+const EXIT_CODES = `exit codes of inspect, reap and clean (clean: the highest of its tables'):
+  0  healthy (reap: done; clean: removed, or kept because in use)
+  1  pins held by dead clients, or a dead producer: run \`waitprep reap <table>\`
+  2  usage error
+  3  no such table
+  4  not a lease table of this ABI (ERR_BAD_SEGMENT: corrupt, truncated, foreign): refused
+  5  any other error (the native addon not loaded, no free client entry, permissions, ...)`;
 
-const commands = {
-  demo: () => demo(rest),
-  inspect: () => inspect(rest),
-  reap: () => reap(rest),
-  clean: () => clean(rest),
-  help: () => {
-    console.log(`usage: waitprep <command>
+const TABLE_NAME = `<table> is the table's bare name (the file is /dev/shm/<table>): 1-200 of A-Z a-z 0-9 . _ -,
+not starting with a dot. The native addon must be loaded: a JavaScript-fallback table lives in one
+process only.`;
+
+const USAGE = `usage: waitprep <command> [options]     (waitprep <command> --help for one command)
 
 commands:
   demo [options]            replay an agent trace through the coordinator, a preparation
@@ -29,23 +34,67 @@ commands:
                             remove the tables in /dev/shm (or those named) whose producer and
                             every client are dead, with the demo's arena and socket named after
                             them; only files with the waitprep magic; says what it removed and kept
-  help                      this text
+  help, --help, -h          this text
+  --version                 the package version
 
-exit codes of inspect, reap and clean (clean: the highest of its tables'):
-  0  healthy (reap: done; clean: removed, or kept because in use)
-  1  pins held by dead clients, or a dead producer: run \`waitprep reap <table>\`
-  2  usage error
-  3  no such table
-  4  not a lease table of this ABI (ERR_BAD_SEGMENT: corrupt, truncated, foreign): refused
-  5  any other error (the native addon not loaded, no free client entry, permissions, ...)
+${EXIT_CODES}
 
-details: docs/operations.md`);
-  },
+details: docs/operations.md`;
+
+/** `waitprep <command> --help` of the operator's commands (the demo prints its own). */
+const COMMAND_USAGE = {
+  inspect: `usage: waitprep inspect <table> [--json]
+
+Lists a native lease table's slots (state, generation, pin holders), its registered clients with
+whether each is alive, and its producer; this inspector's own client entry is left out. --json
+prints one JSON object. Exit 1 when dead clients hold pins or the producer is dead.
+
+${TABLE_NAME}
+
+${EXIT_CODES}`,
+  reap: `usage: waitprep reap <table> [--json]
+
+Releases the pins and client entries of dead processes (and a dead producer's role) in a table
+that stays in use, and says which. --json prints one JSON object.
+
+${TABLE_NAME}
+
+${EXIT_CODES}`,
+  clean: `usage: waitprep clean [<table>...] [--dry-run] [--json]
+
+Removes the lease tables in /dev/shm (or only those named) whose producer and every client are
+dead, with the demo's arena and socket named after them. Only files with the waitprep magic and
+this ABI are judged; it says what it removed and what it kept, and why. --dry-run removes nothing.
+
+${TABLE_NAME}
+
+${EXIT_CODES}`,
 };
 
-const run = commands[command];
+/** Whether `args` asks for help before any `--` (after it, a table may be named "--help"). */
+function asksForHelp(args) {
+  const end = args.indexOf('--');
+  return (end < 0 ? args : args.slice(0, end)).some((a) => a === '--help' || a === '-h');
+}
+
+const [command = 'help', ...rest] = process.argv.slice(2);
+
+const operator = (name, run) => () => (asksForHelp(rest) ? console.log(COMMAND_USAGE[name]) : run(rest));
+
+const commands = {
+  demo: () => demo(rest),
+  inspect: operator('inspect', inspect),
+  reap: operator('reap', reap),
+  clean: operator('clean', clean),
+  help: () => console.log(USAGE),
+  '--help': () => console.log(USAGE),
+  '-h': () => console.log(USAGE),
+  '--version': () => console.log(`waitprep ${createRequire(import.meta.url)('waitprep/package.json').version}`),
+};
+
+const run = Object.hasOwn(commands, command) ? commands[command] : undefined;
 if (run === undefined) {
-  console.error(`waitprep: unknown command ${JSON.stringify(command)}; try \`waitprep help\``);
+  console.error(`waitprep: unknown command ${JSON.stringify(command)}; try \`waitprep --help\``);
   process.exit(2);
 }
 try {

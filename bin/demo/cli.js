@@ -4,7 +4,7 @@
 // Which processes and threads a run starts, and what crosses between them: docs/architecture.md.
 import { compareDemo } from './compare.js';
 import { printSummary } from './report.js';
-import { DemoRun } from './run.js';
+import { DemoRun, loadEvents } from './run.js';
 import { scriptedDemo } from './scripted.js';
 
 const DEMO_USAGE = `usage: waitprep demo [options]
@@ -28,7 +28,37 @@ const DEMO_USAGE = `usage: waitprep demo [options]
                          (bin/demo/compare.js; not with --metrics-port or --storage-exit-after)
   --miss-cost-ms M       with --compare: the STAND-IN cost of a miss's original path (default 50)`;
 
+/** The trace generator's bound on agents (generateTrace refuses more). */
+const MAX_AGENTS = 1_000_000;
+
+/** What `--scripted` takes besides itself: it is a fixed sequence, so nothing else applies. */
+const SCRIPTED_OPTIONS = new Set(['--scripted', '--json']);
+
 class UsageError extends Error {}
+
+/** Prints a usage error and the demo's usage on stderr and exits 2. */
+function usageExit(message) {
+  console.error(`waitprep demo: ${message}\n\n${DEMO_USAGE}`);
+  process.exit(2);
+}
+
+/**
+ * The trace the options name, read before anything starts: a `--trace` file that is missing,
+ * unreadable or malformed is one line on stderr and exit 2, not a stack trace.
+ */
+function traceOrExit(options) {
+  try {
+    return loadEvents(options);
+  } catch (error) {
+    if (options.trace === null) throw error;
+    const why = error?.code === 'ENOENT' ? 'no such file'
+      : error?.code === 'EISDIR' ? 'is a directory'
+      : error?.code === 'EACCES' ? 'permission denied'
+      : error instanceof Error ? error.message : String(error);
+    console.error(`waitprep demo: --trace ${JSON.stringify(options.trace)}: ${why}`);
+    process.exit(2);
+  }
+}
 
 function parseArgs(args) {
   const options = {
@@ -38,25 +68,30 @@ function parseArgs(args) {
     // (fifo-no-dedup: each wait's key spec gets a namespace unique to its agent and generation),
     // and `runLabel`, a suffix that keeps several runs' table, arena and socket names apart.
     keyMode: 'shared', runLabel: null,
+    // Set by demo() once the options parse: the trace's events, read (or generated) once.
+    events: null,
   };
+  // [option field, valid, what a valid value is (for the error)]
   const numeric = {
-    '--agents': ['agents', (v) => Number.isSafeInteger(v) && v >= 1],
-    '--seconds': ['seconds', (v) => Number.isFinite(v) && v > 0],
-    '--seed': ['seed', (v) => Number.isSafeInteger(v)],
-    '--time-scale': ['timeScale', (v) => Number.isFinite(v) && v > 0],
-    '--budget-mb': ['budgetMb', (v) => Number.isFinite(v) && v > 0],
-    '--metrics-port': ['metricsPort', (v) => Number.isSafeInteger(v) && v >= 0 && v <= 65535],
-    '--storage-exit-after': ['storageExitAfter', (v) => Number.isSafeInteger(v) && v >= 0],
-    '--miss-cost-ms': ['missCostMs', (v) => Number.isFinite(v) && v >= 0],
+    '--agents': ['agents', (v) => Number.isSafeInteger(v) && v >= 1 && v <= MAX_AGENTS, `an integer from 1 to ${MAX_AGENTS}`],
+    '--seconds': ['seconds', (v) => Number.isFinite(v) && v > 0, 'a number > 0'],
+    '--seed': ['seed', (v) => Number.isSafeInteger(v), 'a safe integer'],
+    '--time-scale': ['timeScale', (v) => Number.isFinite(v) && v > 0, 'a number > 0'],
+    '--budget-mb': ['budgetMb', (v) => Number.isFinite(v) && v > 0, 'a number > 0'],
+    '--metrics-port': ['metricsPort', (v) => Number.isSafeInteger(v) && v >= 0 && v <= 65535, 'an integer from 0 to 65535'],
+    '--storage-exit-after': ['storageExitAfter', (v) => Number.isSafeInteger(v) && v >= 0, 'an integer >= 0'],
+    '--miss-cost-ms': ['missCostMs', (v) => Number.isFinite(v) && v >= 0, 'a number >= 0'],
   };
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (arg === '--json') options.json = true;
     else if (arg === '--compare') options.compare = true;
     else if (arg in numeric) {
-      const [field, ok] = numeric[arg];
-      const value = Number(args[++i]);
-      if (args[i] === undefined || !ok(value)) throw new UsageError(`${arg} needs a valid number, got ${JSON.stringify(args[i])}`);
+      const [field, ok, valid] = numeric[arg];
+      const given = args[++i];
+      // Number('') and Number(' ') are 0: a blank value is no number.
+      const value = given === undefined || given.trim() === '' ? NaN : Number(given);
+      if (!ok(value)) throw new UsageError(`${arg} must be ${valid}, got ${given === undefined ? 'nothing' : JSON.stringify(given)}`);
       options[field] = value;
     } else if (arg === '--trace') {
       if (args[++i] === undefined) throw new UsageError('--trace needs a file');
@@ -78,15 +113,19 @@ export async function demo(args) {
     console.log(DEMO_USAGE);
     return;
   }
-  if (args.includes('--scripted')) return scriptedDemo(args.filter((a) => a !== '--scripted'));
+  if (args.includes('--scripted')) {
+    const other = args.find((a) => !SCRIPTED_OPTIONS.has(a));
+    if (other !== undefined) usageExit(`--scripted takes only --json, got ${JSON.stringify(other)}`);
+    return scriptedDemo(args.filter((a) => a !== '--scripted'));
+  }
   let options;
   try {
     options = parseArgs(args);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    console.error(`waitprep demo: ${error.message}\n\n${DEMO_USAGE}`);
-    process.exit(2);
+    usageExit(error.message);
   }
+  options.events = traceOrExit(options);
   if (options.compare) return compareDemo(options);
   const run = new DemoRun(options);
   try {

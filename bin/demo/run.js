@@ -50,8 +50,9 @@ function perWaitSpec(event) {
   return { ...event.key, namespace: `${event.key.namespace}/no-dedup/${event.agent}#${event.generation}` };
 }
 
-/** The trace the options name: `--trace FILE`, or the generated one. */
+/** The trace the options name: the events cli.js read already, `--trace FILE`, or the generated one. */
 export function loadEvents(options) {
+  if (options.events) return options.events;
   if (options.trace !== null) return loadTraceJsonl(readFileSync(options.trace, 'utf8'));
   return generateTrace({ agents: options.agents, seconds: options.seconds, seed: options.seed });
 }
