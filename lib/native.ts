@@ -50,7 +50,7 @@ interface InstallRecord {
 }
 
 /** How to get the addon, for the messages that say it is missing. */
-export const HOW_TO_BUILD =
+const HOW_TO_BUILD =
   'install a C++ compiler, make and python3, then run `npm rebuild waitprep` (in a clone of the repository: `npm run build:native`)';
 
 const installRecordPath = join(root, 'build', 'waitprep-install.json');
@@ -91,10 +91,17 @@ interface Loaded {
   addonFile: string | null;
   error: Error | null;
   reason: string;
+  /** When the addon is not in use against the caller's wish: why, as one clause. */
+  whyNot: string;
 }
 
+const FALLBACK = '; using the JavaScript fallback';
+
 function load(choice: (typeof CHOICES)[number]): Loaded {
-  if (choice === 'js') return { addon: null, addonFile: null, error: null, reason: 'WAITPREP_IMPLEMENTATION=js forces the JavaScript fallback' };
+  if (choice === 'js') {
+    const reason = 'WAITPREP_IMPLEMENTATION=js forces the JavaScript fallback';
+    return { addon: null, addonFile: null, error: null, reason, whyNot: reason };
+  }
   const gypBuild = require('node-gyp-build') as { resolve(dir: string): string };
   let addonFile: string | null = null;
   try {
@@ -104,12 +111,13 @@ function load(choice: (typeof CHOICES)[number]): Loaded {
     const mismatch = layoutMismatch(addon);
     if (mismatch !== null) {
       const error = new Error(`waitprep addon layout differs from the JavaScript layout: ${mismatch}`);
-      return { addon: null, addonFile, error, reason: `${error.message}; using the JavaScript fallback` };
+      return { addon: null, addonFile, error, reason: error.message + FALLBACK, whyNot: error.message };
     }
-    return { addon, addonFile, error: null, reason: 'the Node-API addon loaded' };
+    return { addon, addonFile, error: null, reason: 'the Node-API addon loaded', whyNot: '' };
   } catch (cause) {
     const error = cause instanceof Error ? cause : new Error(String(cause));
-    return { addon: null, addonFile, error, reason: `${whyNotLoaded(error)}; using the JavaScript fallback` };
+    const whyNot = whyNotLoaded(error);
+    return { addon: null, addonFile, error, reason: whyNot + FALLBACK, whyNot };
   }
 }
 
@@ -118,8 +126,8 @@ function load(choice: (typeof CHOICES)[number]): Loaded {
  * what asked, why the addon is missing ({@link implementationReason}) and how to build it.
  */
 export function nativeUnavailableError(asker: string): WaitprepError {
-  const why = loaded.reason.replace(/; using the JavaScript fallback$/, '');
-  return new WaitprepError('ERR_NATIVE_UNAVAILABLE', `${asker} needs the native implementation, but ${why}. To get it: ${HOW_TO_BUILD}`, {
+  const fix = choice === 'js' ? 'unset WAITPREP_IMPLEMENTATION, or set it to native' : HOW_TO_BUILD;
+  return new WaitprepError('ERR_NATIVE_UNAVAILABLE', `${asker} needs the native implementation, but ${loaded.whyNot}. To get it: ${fix}`, {
     cause: loaded.error ?? undefined,
   });
 }
@@ -148,7 +156,7 @@ if (choice === 'native' && loaded.addon === null) throw nativeUnavailableError('
 const WARNED = Symbol.for('waitprep.fallbackWarned');
 if (choice === 'auto' && loaded.addon === null && process.env.WAITPREP_NO_FALLBACK_WARNING !== '1' && !(globalThis as Record<symbol, unknown>)[WARNED]) {
   (globalThis as Record<symbol, unknown>)[WARNED] = true;
-  process.emitWarning(`waitprep is using its JavaScript fallback: ${implementationReason.replace(/; using the JavaScript fallback$/, '')}`, {
+  process.emitWarning(`waitprep is using its JavaScript fallback: ${loaded.whyNot}`, {
     code: 'WAITPREP_FALLBACK',
     detail:
       "Lease tables opened with implementation 'auto' live in this process only, so no other process can share them. " +
