@@ -143,6 +143,17 @@ describe('native loading', () => {
     it.runIf(runsIf('native-loading: WAITPREP_IMPLEMENTATION=native with the addon', NATIVE))('=native with the addon loads it', () => {
       expect(importIn(root, { WAITPREP_IMPLEMENTATION: 'native' }).loaded).toMatchObject({ implementation: 'native', reason: 'the Node-API addon loaded' });
     });
+    it('=js: a caller that needs the addon is told to unset it, not to build', () => {
+      const native = pathToFileURL(join(root, 'dist', 'native.js')).href;
+      const out = execFileSync(process.execPath, ['--input-type=module', '-e', `
+        const { nativeUnavailableError } = await import(${JSON.stringify(native)});
+        const error = nativeUnavailableError('openLeaseTable("t")');
+        console.log(JSON.stringify({ code: error.code, message: error.message }));`], { encoding: 'utf8', env: { ...process.env, WAITPREP_IMPLEMENTATION: 'js' } });
+      expect(JSON.parse(out)).toEqual({
+        code: 'ERR_NATIVE_UNAVAILABLE',
+        message: 'openLeaseTable("t") needs the native implementation, but WAITPREP_IMPLEMENTATION=js forces the JavaScript fallback. To get it: unset WAITPREP_IMPLEMENTATION, or set it to native',
+      });
+    });
     it.each(['auto', ''])('=%j is the default, auto', (value) => {
       expect(importIn(unbuilt, { WAITPREP_IMPLEMENTATION: value, WAITPREP_NO_FALLBACK_WARNING: '1' }).loaded!.implementation).toBe('js');
     });
