@@ -23,6 +23,7 @@ export type WaitprepErrorCode =
   | 'ERR_MISSING_PEER'
   | 'ERR_NO_SPACE'
   | 'ERR_PERMISSION_DENIED'
+  | 'ERR_UNTRUSTED_SEGMENT'
   | 'ERR_SYSTEM';
 
 /**

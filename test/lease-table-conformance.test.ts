@@ -1443,7 +1443,7 @@ describe.skipIf(nativeAddon === null)('native only', () => {
       expect(fs.statSync(shmPath(plain)).mode & 0o777).toBe(0o600);
       const group = uniqueName('mode');
       nativeNames.add(group);
-      track(openLeaseTable({ name: group, role: 'producer', implementation: 'native', create: { capacity: 8, mode: 0o660 } }));
+      track(openLeaseTable({ name: group, role: 'producer', implementation: 'native', create: { capacity: 8, mode: 0o660 }, trust: { groupWritable: true } }));
       expect(fs.statSync(shmPath(group)).mode & 0o777).toBe(0o660);
       const readable = uniqueName('mode');
       nativeNames.add(readable);

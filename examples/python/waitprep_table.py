@@ -73,7 +73,13 @@ STATUS = {
     "WP_ERR_NO_MEMORY": 48,
     "WP_ERR_NO_SPACE": 49,
     "WP_ERR_PERMISSION": 50,
+    "WP_ERR_UNTRUSTED_SEGMENT": 51,
 }
+
+#: wp_open_options.flags (waitprep.h): the trust an open may widen.
+WP_OPEN_TRUST_UID = 2
+WP_OPEN_TRUST_GROUP_WRITE = 4
+WP_OPEN_TRUST_WORLD_WRITE = 8
 _S = STATUS
 
 #: wp_try_pin's miss statuses by code, named as lib/miss-reasons.ts names them on the Node side:
@@ -398,15 +404,24 @@ class Table:
         self.producer = producer
 
     @classmethod
-    def open(cls, name, producer, create_capacity=0, mode=0, lib=None):
+    def open(cls, name, producer, create_capacity=0, mode=0, lib=None, trust_uid=None, trust_group_writable=False,
+             trust_world_writable=False):
         """Opens (create_capacity 0) or creates (create_capacity > 0; the table must not exist) a table.
 
         ``producer`` claims the single producer role (WP_ERR_WRITER_EXISTS if a live one holds it).
         ``mode`` is the creation mode (0: 0600). ``lib`` defaults to :func:`load` () (WAITPREP_LIB).
+        An open trusts only a file owned by this process's effective uid that neither group nor
+        others may write (else WP_ERR_UNTRUSTED_SEGMENT); ``trust_uid`` accepts a second owner, and
+        ``trust_group_writable`` / ``trust_world_writable`` accept (and let a creation set) those
+        write bits. See docs/operations.md, "Permissions".
         """
         lib = lib if lib is not None else load()
         raw_name = _check_name(name)
-        options = WpOpenOptions(_u32("create_capacity", create_capacity), _u32("mode", mode))
+        flags = (WP_OPEN_TRUST_GROUP_WRITE if trust_group_writable else 0) | (WP_OPEN_TRUST_WORLD_WRITE if trust_world_writable else 0)
+        if trust_uid is not None:
+            flags |= WP_OPEN_TRUST_UID
+        options = WpOpenOptions(_u32("create_capacity", create_capacity), _u32("mode", mode), flags,
+                                _u32("trust_uid", trust_uid if trust_uid is not None else 0))
         handle = _VOIDP()
         status = lib.wp_open_ex(raw_name, 1 if producer else 0, ctypes.byref(options), ctypes.byref(handle))
         if status != _S["WP_OK"]:

@@ -33,8 +33,13 @@ export interface TableHandle {
   reapDeadClients(): number;
   /** Pins this client holds on a slot. */
   clientPins(slot: number): number;
-  /** A read-only view of the whole segment, for inspection. */
-  segment(): Uint8Array;
+  /**
+   * A copy of the whole segment, for inspection, or ERR_BAD_SEGMENT when the segment's file was
+   * truncated since open (native only: then nothing past the file's end is read).
+   */
+  segment(): Uint8Array | number;
+  /** Native only (the fallback's buffer never shrinks): the size in bytes of the segment's file now, -1 if unknown. */
+  fileSize?(): number;
   /**
    * Monitoring counts read in place (wp_summarize), or a status: ERR_INVALID_ARGUMENT when the
    * handle is closed, ERR_BAD_SEGMENT when the header's capacity or producer word is corrupt.

@@ -90,7 +90,11 @@ export const STATUS = {
   ERR_NO_MEMORY: 48,
   ERR_NO_SPACE: 49,
   ERR_PERMISSION: 50,
+  ERR_UNTRUSTED_SEGMENT: 51,
 } as const;
+
+/** wp_open_options.flags that widen which files an open trusts (waitprep.h, "Trust"). */
+export const OPEN_TRUST = { UID: 2, GROUP_WRITE: 4, WORLD_WRITE: 8 } as const;
 
 export function segmentSize(capacity: number): number {
   return HEADER_SIZE + MAX_CLIENTS * CLIENT_SIZE + capacity * SLOT_SIZE;

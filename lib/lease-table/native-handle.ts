@@ -22,6 +22,8 @@ export interface NativeTableAddon {
     capacity: number,
     mode: number,
     exchange: BigUint64Array,
+    trustFlags: number,
+    trustedUid: number,
   ): [number, unknown, ...([] | [errno: number] | [pinHost: () => number, pinDevice: () => number, unpin: () => void])];
   close(h: unknown): void;
   reserve(h: unknown, digest: Uint8Array): number;
@@ -32,7 +34,12 @@ export interface NativeTableAddon {
   reapDeadClients(h: unknown): number;
   clientPins(h: unknown, slot: number): number;
   describe(h: unknown): { capacity: number; clientIndex: number; producer: boolean };
-  segment(h: unknown): Uint8Array;
+  /** A status number when the file was truncated since open (or the handle is closed). */
+  segment(h: unknown): Uint8Array | number;
+  /** The segment file's size now, -1 when fstat fails. */
+  fileSize(h: unknown): number;
+  /** [status, owner uid, mode bits] of a table's file, not following a link. */
+  segmentOwner(name: string): [number, number, number];
   /** A status number when the handle is closed. */
   summary(h: unknown): RawSummary | number;
   pinLoop(h: unknown, digest: Uint8Array, iterations: bigint): bigint;
@@ -44,10 +51,10 @@ export interface NativeTableAddon {
 /** A {@link TableHandle} over the addon: one client of a POSIX shared-memory table. */
 export function openNativeHandle(
   addon: NativeTableAddon,
-  options: { name: string; producer: boolean; createCapacity: number; mode: number },
+  options: { name: string; producer: boolean; createCapacity: number; mode: number; trustFlags: number; trustedUid: number },
 ): { status: number; handle: TableHandle | null; errno: number } {
   const exchange = new BigUint64Array(EXCHANGE.WORDS);
-  const opened = addon.open(options.name, options.producer, options.createCapacity, options.mode, exchange);
+  const opened = addon.open(options.name, options.producer, options.createCapacity, options.mode, exchange, options.trustFlags, options.trustedUid);
   const [status, h] = opened;
   if (status !== 0) return { status, handle: null, errno: typeof opened[2] === 'number' ? opened[2] : 0 };
   const [, , pinHost, pinDevice, unpinBound] = opened;
@@ -106,6 +113,7 @@ export function openNativeHandle(
     reapDeadClients: () => addon.reapDeadClients(h),
     clientPins: (slot) => addon.clientPins(h, slot),
     segment: () => addon.segment(h),
+    fileSize: () => addon.fileSize(h),
     summary: () => addon.summary(h),
     close: () => addon.close(h),
   };

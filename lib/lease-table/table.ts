@@ -2,7 +2,7 @@ import { WaitprepError, invalidArgument } from '../errors.js';
 import { assertArtifactKey, keyDigestBytes, keyDigestWords, notAKey, type ArtifactKey } from '../key.js';
 import { isConsumer } from '../consumer.js';
 import { normalizeTarget } from '../device-target.js';
-import { isObject, ownField, ownOptions, u64OrNull } from '../internal/validate.js';
+import { isObject, ownField, ownOptions, rejectUnknownOptions, u64OrNull } from '../internal/validate.js';
 import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
 import { nativeAddon } from '../native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, LeaseTableMeta, Miss, Readiness, ReadinessRequest } from '../types.js';
@@ -10,7 +10,7 @@ import type { TableHandle } from './handle.js';
 import { corruptHeader, inspectSegment, type TableInspection, type TableSummary } from './inspect.js';
 import { openJsHandle } from './js-handle.js';
 import { deviceRecord, encodedTarget } from './device-record.js';
-import { HEADER_SIZE, MAX_CAPACITY, STATUS, isTableName } from './layout.js';
+import { HEADER_SIZE, MAX_CAPACITY, OPEN_TRUST, STATUS, isTableName, segmentSize } from './layout.js';
 import { errnoName, noSpaceError, openNativeHandle, otherAbiNote } from './native-handle.js';
 
 /** Options of {@link openLeaseTable}. */
@@ -19,12 +19,71 @@ export interface OpenLeaseTableOptions {
   name: string;
   /** `'producer'`: the single writer (reserve, publish, evict). `'consumer'`: pins only. */
   role: 'consumer' | 'producer';
-  /** Create the table (it must not exist). `mode` defaults to 0o600; pass 0o660 for a group. */
+  /**
+   * Create the table (it must not exist). `mode` defaults to 0o600 (owner only). A mode that lets
+   * the group or others write (0o660, 0o666) needs the same `trust` its opens will need, and
+   * `mode: 0` (a table nobody could open) is refused.
+   */
   create?: { capacity: number; mode?: number };
+  /**
+   * Native: which table files this open trusts besides the default (a regular file owned by this
+   * process's effective uid that neither group nor others may write; anything else is
+   * `ERR_UNTRUSTED_SEGMENT`). Whoever may write the file can rewrite what consumers pin, or
+   * truncate it and crash every client, so widen this only for a deployment that shares tables
+   * across users on purpose: `uid`, a second owner to accept; `groupWritable`, `worldWritable`,
+   * accept (and allow creating) files with those write bits.
+   */
+  trust?: TableTrust;
   /** `'auto'` (default): native when the addon loaded, else the JavaScript fallback. */
   implementation?: 'auto' | 'native' | 'js';
   /** JavaScript fallback only: open this shared buffer (from {@link LeaseTable.sharedBuffer} in another thread). */
   buffer?: SharedArrayBuffer;
+}
+
+/** {@link OpenLeaseTableOptions.trust}. */
+export interface TableTrust {
+  uid?: number;
+  groupWritable?: boolean;
+  worldWritable?: boolean;
+}
+
+const TRUST_OPTIONS: ReadonlySet<string> = new Set(['uid', 'groupWritable', 'worldWritable']);
+
+/** `options.trust` as wp_open_options' flags and trusted uid. */
+function trustFlags(trust: unknown): { flags: number; uid: number } {
+  if (trust === undefined) return { flags: 0, uid: 0 };
+  if (typeof trust !== 'object' || trust === null) throw invalidArgument('options.trust', 'an object { uid?, groupWritable?, worldWritable? }', trust);
+  rejectUnknownOptions(trust, TRUST_OPTIONS, 'options.trust');
+  const uid = ownField(trust, 'uid');
+  const flag = (field: 'groupWritable' | 'worldWritable', bit: number): number => {
+    const value = ownField(trust, field);
+    if (value !== undefined && typeof value !== 'boolean') throw invalidArgument(`options.trust.${field}`, 'a boolean', value);
+    return value === true ? bit : 0;
+  };
+  let flags = flag('groupWritable', OPEN_TRUST.GROUP_WRITE) | flag('worldWritable', OPEN_TRUST.WORLD_WRITE);
+  if (uid !== undefined) {
+    flags |= OPEN_TRUST.UID;
+    return { flags, uid: u32('options.trust.uid', uid) };
+  }
+  return { flags, uid: 0 };
+}
+
+/** The message for ERR_UNTRUSTED_SEGMENT: the owner and mode found, against what was trusted. */
+function untrustedError(what: string, name: string, trust: { flags: number; uid: number }): WaitprepError {
+  const [status, uid, mode] = nativeAddon!.segmentOwner(name);
+  const found = status === STATUS.OK
+    ? (mode & 0o170000) === 0o120000
+      ? `/dev/shm/${name} is a symbolic link (owned by uid ${uid})`
+      : `/dev/shm/${name} is owned by uid ${uid} with mode 0o${(mode & 0o7777).toString(8).padStart(3, '0')}${(mode & 0o170000) === 0o100000 ? '' : ', and is not a regular file'}`
+    : `/dev/shm/${name} could not be examined`;
+  const owners = [`uid ${process.geteuid?.() ?? '?'} (this process)`, ...((trust.flags & OPEN_TRUST.UID) !== 0 ? [`uid ${trust.uid} (options.trust.uid)`] : [])];
+  const writers = ['the owner', ...((trust.flags & OPEN_TRUST.GROUP_WRITE) !== 0 ? ['the group'] : []), ...((trust.flags & OPEN_TRUST.WORLD_WRITE) !== 0 ? ['others'] : [])];
+  return new WaitprepError(
+    'ERR_UNTRUSTED_SEGMENT',
+    `${what}: refusing an untrusted table file: ${found}; this open trusts a regular file (not a link) owned by ${owners.join(' or ')} ` +
+      `that only ${writers.join(', ')} may write. Whoever may write it can rewrite what consumers pin or crash them; ` +
+      'if this sharing is intended, pass options.trust (docs/lease-table.md#limits)',
+  );
 }
 
 /** Plain metadata published with an artifact. The backend validated the bytes before publishing. */
@@ -353,7 +412,20 @@ export class LeaseTable {
 
   /** Slots, states, pin holders and registered clients, for operators. */
   inspect(): TableInspection {
-    return inspectSegment(this.#open('inspect').segment(), this.capacity);
+    const segment = this.#open('inspect').segment();
+    if (typeof segment === 'number') throw this.#truncated('inspect');
+    return inspectSegment(segment, this.capacity);
+  }
+
+  /** ERR_BAD_SEGMENT for a native segment whose file was truncated under this handle. */
+  #truncated(what: string): WaitprepError {
+    const size = this.#open(what).fileSize?.() ?? -1;
+    return new WaitprepError(
+      'ERR_BAD_SEGMENT',
+      `${what}: the segment's file is now ${size < 0 ? 'of unknown size' : `${size} bytes`}, shorter than the ${segmentSize(this.capacity)} bytes ` +
+        `of capacity ${this.capacity} mapped at open: someone truncated /dev/shm/${this.name}. Nothing past its end was read; ` +
+        'every client still attached crashes (SIGBUS) on its next pin. Never truncate a live table (docs/lease-table.md#limits)',
+    );
   }
 
   /**
@@ -364,7 +436,11 @@ export class LeaseTable {
    */
   summary(): TableSummary {
     const raw = this.#open('summary').summary();
-    if (raw === STATUS.ERR_BAD_SEGMENT) throw corruptHeader('summary', this.#open('summary').segment().subarray(0, HEADER_SIZE), this.capacity);
+    if (raw === STATUS.ERR_BAD_SEGMENT) {
+      const segment = this.#open('summary').segment();
+      if (typeof segment === 'number') throw this.#truncated('summary');
+      throw corruptHeader('summary', segment.subarray(0, HEADER_SIZE), this.capacity);
+    }
     if (typeof raw === 'number') throw new WaitprepError('ERR_CLOSED', 'summary: the table handle is closed');
     const [free, reserved, ready, evicting] = raw.slots as [number, number, number, number];
     return {
@@ -461,8 +537,18 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
       throw invalidArgument('options.create.capacity', `an integer in [1, ${MAX_CAPACITY}]`, capacity);
     }
     mode = (ownField(create, 'mode') as number | undefined) ?? 0o600;
-    if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o777) {
-      throw invalidArgument('options.create.mode', 'a permission mode in [0, 0o777]', mode);
+    if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 1 || mode > 0o777) {
+      throw invalidArgument('options.create.mode', 'a permission mode in [0o1, 0o777] (0 would make a table nobody can open; omit it for 0o600)', mode);
+    }
+  }
+  const trust = trustFlags(options.trust);
+  if (create !== undefined) {
+    // A table is never created in a mode its own opens would refuse (waitprep.h, "Trust").
+    if ((mode & 0o020) !== 0 && (trust.flags & OPEN_TRUST.GROUP_WRITE) === 0) {
+      throw invalidArgument('options.create.mode', 'a mode the group may not write, unless options.trust.groupWritable is true', mode);
+    }
+    if ((mode & 0o002) !== 0 && (trust.flags & OPEN_TRUST.WORLD_WRITE) === 0) {
+      throw invalidArgument('options.create.mode', 'a mode others may not write (anyone on the host), unless options.trust.worldWritable is true', mode);
     }
   }
   const choice = options.implementation ?? 'auto';
@@ -475,9 +561,10 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   const producer = role === 'producer';
   const what = `openLeaseTable(${JSON.stringify(name)})`;
   if (useNative) {
-    const { status, handle, errno } = openNativeHandle(nativeAddon!, { name, producer, createCapacity: capacity, mode });
+    const { status, handle, errno } = openNativeHandle(nativeAddon!, { name, producer, createCapacity: capacity, mode, trustFlags: trust.flags, trustedUid: trust.uid });
     if (handle === null) {
       if (status === STATUS.ERR_NO_SPACE) throw noSpaceError(what, capacity);
+      if (status === STATUS.ERR_UNTRUSTED_SEGMENT) throw untrustedError(what, name, trust);
       if (status === STATUS.ERR_BAD_SEGMENT) throw statusError(status, what + otherAbiNote(name));
       throw statusError(status, what, errno);
     }

@@ -140,7 +140,8 @@ extern "C" {
   X(WP_ERR_EXISTS, 47)                                        \
   X(WP_ERR_NO_MEMORY, 48)                                     \
   X(WP_ERR_NO_SPACE, 49) /* creation: /dev/shm lacks room */ \
-  X(WP_ERR_PERMISSION, 50) /* file permissions refused it; errno: EACCES or EPERM */
+  X(WP_ERR_PERMISSION, 50) /* file permissions refused it; errno: EACCES or EPERM */ \
+  X(WP_ERR_UNTRUSTED_SEGMENT, 51) /* the file's owner or mode is not one this open trusts */
 
 enum {
 #define WP_STATUS_ENUMERATOR(name, value) name = value,
@@ -181,6 +182,15 @@ typedef struct {
 /* The caller promises that no two threads ever call into this handle at once (a Node isolate's
  * handle, say): pins and unpins then skip the handle's lock (see "Threads" below). */
 #define WP_OPEN_SINGLE_THREAD 1u
+/* Trust. Whoever can write a table's file can rewrite what consumers pin, or truncate it and
+ * crash every client (SIGBUS), so an open accepts only a regular file owned by the caller's
+ * effective uid and writable by nobody else; anything else is WP_ERR_UNTRUSTED_SEGMENT. These
+ * flags widen that, for deployments that share a table across users on purpose. At creation the
+ * same flags are needed for a mode that sets the group or others write bit (else
+ * WP_ERR_INVALID_ARGUMENT), so a table is never created in a mode its own opens refuse. */
+#define WP_OPEN_TRUST_UID 2u          /* also accept files owned by options.trusted_uid */
+#define WP_OPEN_TRUST_GROUP_WRITE 4u  /* accept (create) a group-writable file */
+#define WP_OPEN_TRUST_WORLD_WRITE 8u  /* accept (create) a file writable by others: anyone on the host */
 
 /* Threads. Any number of threads of the process may share one handle, consumer or producer:
  * - wp_try_pin and wp_unpin take the handle's consumer lock around the private pin counts and
@@ -209,10 +219,17 @@ typedef struct {
  * the filesystem under /dev/shm cannot hold it. */
 int wp_open(const char *name, int producer, uint32_t create_capacity, wp_table **out);
 /* options NULL: open an existing table. A shm_open refused by file permissions is
- * WP_ERR_PERMISSION, any other failed system call WP_ERR_SYSTEM; errno says which. */
+ * WP_ERR_PERMISSION, any other failed system call WP_ERR_SYSTEM; errno says which. The name is
+ * opened without following a symbolic link, and its owner and mode are checked (see "Trust"
+ * above); wp_segment_owner tells a refused caller what was found. */
 int wp_open_ex(const char *name, int producer, const wp_open_options *options, wp_table **out);
+/* The owner uid and st_mode (file type and permission bits) of table `name`'s file, not following a link,
+ * for a message after WP_ERR_UNTRUSTED_SEGMENT. WP_OK, WP_ERR_NOT_FOUND, WP_ERR_INVALID_ARGUMENT
+ * (a bad name, NULL outputs), or WP_ERR_SYSTEM (errno set). */
+int wp_segment_owner(const char *name, uint32_t *uid, uint32_t *mode);
 /* Releases every pin this client holds, gives up the producer role, unregisters, unmaps.
- * wp_close(NULL) does nothing. */
+ * wp_close(NULL) does nothing. On a segment whose file was truncated since open (see
+ * wp_check_segment) it only unmaps: touching the lost pages would kill the process. */
 void wp_close(wp_table *t);
 /* Removes the table's name; mapped handles keep working until closed. WP_ERR_NOT_FOUND when there
  * is no such table, WP_ERR_PERMISSION when the caller may not remove it (errno set). */
@@ -229,7 +246,7 @@ int wp_abandon(wp_table *t, const wp_reservation *r);
 /* WP_OK (evicted), WP_PINNED (pinned, or a pin racing in: retry later), WP_ABSENT. */
 int wp_try_evict(wp_table *t, const uint8_t digest[32]);
 int wp_record_device_write(wp_table *t, const uint8_t digest[32], const wp_device_record *rec);
-/* >= 0: clients reaped; < 0: -status. */
+/* >= 0: clients reaped; < 0: -status (-WP_ERR_BAD_SEGMENT on a truncated file). */
 int wp_reap_dead_clients(wp_table *t);
 
 const char *wp_status_name(int status);
@@ -254,14 +271,21 @@ uint64_t wp_slot_state_gen(const wp_table *t, uint32_t slot);
 uint64_t wp_slot_pin_mask(const wp_table *t, uint32_t slot);
 /* Pins this client holds on a slot (its private count). */
 uint32_t wp_client_pins(const wp_table *t, uint32_t slot);
-/* The mapped segment, for read-only inspection. */
+/* The mapped segment, for read-only inspection. Check wp_check_segment first: bytes past the
+ * file's current size must never be read. */
 const void *wp_segment(const wp_table *t, size_t *size);
+/* WP_OK while the segment's file still holds every byte this handle mapped. WP_ERR_BAD_SEGMENT
+ * once it has been truncated (by a process with write access to it): any access to the lost
+ * pages raises SIGBUS, so tools must stop here. file_size (may be NULL) receives the file's
+ * size. One fstat: never on the wake path. WP_ERR_SYSTEM when fstat fails (errno set). */
+int wp_check_segment(const wp_table *t, uint64_t *file_size);
 /* Counts for monitoring, read in place (no copy of the segment): slots by state (indexed by
  * WP_SLOT_*), slots whose pin mask is non-zero, client entries by state (indexed by
  * WP_CLIENT_*), the reaped-clients counter, and the producer's client index (-1: none). Each
  * word is read atomically but the whole is not one snapshot. WP_OK, WP_ERR_INVALID_ARGUMENT for
- * a NULL argument, or WP_ERR_BAD_SEGMENT when the header's capacity is no longer the one fixed at
- * open or its producer word names no client index (0-63). */
+ * a NULL argument, or WP_ERR_BAD_SEGMENT when the file was truncated (wp_check_segment), the
+ * header's capacity is no longer the one fixed at open or its producer word names no client
+ * index (0-63). */
 typedef struct {
   uint32_t slots[4];
   uint32_t pinned_slots;

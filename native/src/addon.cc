@@ -142,10 +142,12 @@ Napi::Value Open(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   std::string name = info[0].As<Napi::String>().Utf8Value();
   bool producer = info[1].As<Napi::Boolean>().Value();
-  // WP_OPEN_SINGLE_THREAD: a JS handle lives in one isolate, so only that isolate's thread ever
-  // calls into it (its cleanup hook included), and pins skip the handle's lock.
+  // info[5]: the WP_OPEN_TRUST_* flags, info[6]: the trusted uid. WP_OPEN_SINGLE_THREAD: a JS
+  // handle lives in one isolate, so only that isolate's thread ever calls into it (its cleanup
+  // hook included), and pins skip the handle's lock.
+  auto optional_u32 = [&](size_t i) { return info[i].IsNumber() ? info[i].As<Napi::Number>().Uint32Value() : 0u; };
   wp_open_options options{info[2].As<Napi::Number>().Uint32Value(), info[3].As<Napi::Number>().Uint32Value(),
-                          WP_OPEN_SINGLE_THREAD, 0};
+                          WP_OPEN_SINGLE_THREAD | optional_u32(5), optional_u32(6)};
   // The exchange buffer: a BigUint64Array of at least kExchangeWords words, which the caller
   // keeps private and never detaches (the Handle keeps a raw pointer to its memory).
   Napi::Value exchange = info[4];
@@ -252,12 +254,24 @@ Napi::Value Describe(const Napi::CallbackInfo &info) {
   return o;
 }
 
-// A copy of the whole segment, for inspection (never on a hot path).
+// A copy of the whole segment, for inspection (never on a hot path); a status number when the
+// segment's file was truncated since open (then not a byte of it is read).
 Napi::Value Segment(const Napi::CallbackInfo &info) {
   OPEN_OR_RETURN(HandleOf(info[0]));
+  int rc = wp_check_segment(HandleOf(info[0])->table, nullptr);
+  if (rc != WP_OK) return Napi::Number::New(info.Env(), rc);
   size_t size = 0;
   const void *base = wp_segment(HandleOf(info[0])->table, &size);
   return Napi::Buffer<uint8_t>::Copy(info.Env(), static_cast<const uint8_t *>(base), size);
+}
+
+// The size of the segment's file now, in bytes (-1 when fstat fails), for the message about a
+// truncated one.
+Napi::Value FileSize(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  uint64_t size = 0;
+  int rc = wp_check_segment(HandleOf(info[0])->table, &size);
+  return Napi::Number::New(info.Env(), rc == WP_ERR_SYSTEM ? -1.0 : static_cast<double>(size));
 }
 
 // Monitoring counts read in place (wp_summarize), far cheaper than Segment's copy.
@@ -320,6 +334,18 @@ Napi::Value Unlink(const Napi::CallbackInfo &info) {
   Napi::Array result = Napi::Array::New(info.Env(), 2);
   result.Set(0u, Napi::Number::New(info.Env(), rc));
   result.Set(1u, Napi::Number::New(info.Env(), err));
+  return result;
+}
+
+// [status, uid, mode] of a table's file (wp_segment_owner), for the message after a refused open.
+Napi::Value SegmentOwner(const Napi::CallbackInfo &info) {
+  std::string name = info[0].As<Napi::String>().Utf8Value();
+  uint32_t uid = 0, mode = 0;
+  int rc = wp_segment_owner(name.c_str(), &uid, &mode);
+  Napi::Array result = Napi::Array::New(info.Env(), 3);
+  result.Set(0u, Napi::Number::New(info.Env(), rc));
+  result.Set(1u, Napi::Number::New(info.Env(), uid));
+  result.Set(2u, Napi::Number::New(info.Env(), mode));
   return result;
 }
 
@@ -388,6 +414,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("summary", Napi::Function::New(env, Summary, "summary"));
   exports.Set("pinLoop", Napi::Function::New(env, PinLoop, "pinLoop"));
   exports.Set("unlink", Napi::Function::New(env, Unlink, "unlink"));
+  exports.Set("fileSize", Napi::Function::New(env, FileSize, "fileSize"));
+  exports.Set("segmentOwner", Napi::Function::New(env, SegmentOwner, "segmentOwner"));
   exports.Set("cudaDevices", Napi::Function::New(env, CudaDevices, "cudaDevices"));
   return exports;
 }

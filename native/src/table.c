@@ -55,6 +55,7 @@ typedef struct {
 struct wp_table {
   uint8_t *base;
   size_t size;
+  int fd;                 /* kept open for wp_check_segment's fstat */
   uint32_t capacity;
   uint32_t window;
   uint32_t client;        /* index in the registry */
@@ -359,6 +360,7 @@ static void test_stop(const char *point) {
 
 int wp_reap_dead_clients(wp_table *t) {
   if (t == NULL) return -WP_ERR_INVALID_ARGUMENT;
+  if (wp_check_segment(t, NULL) != WP_OK) return -WP_ERR_BAD_SEGMENT;
   identity self = self_identity();
   if (self.pid_ns == 0) return 0; /* we cannot judge anyone's liveness (see self_identity) */
   uint64_t me = reaper_bits(t);
@@ -490,8 +492,28 @@ static void init_header(uint8_t *base, uint32_t capacity) {
 }
 
 int wp_open(const char *name, int producer, uint32_t create_capacity, wp_table **out) {
-  wp_open_options options = {create_capacity, 0};
+  wp_open_options options = {create_capacity, 0, 0, 0};
   return wp_open_ex(name, producer, &options, out);
+}
+
+#define KNOWN_OPEN_FLAGS (WP_OPEN_SINGLE_THREAD | WP_OPEN_TRUST_UID | WP_OPEN_TRUST_GROUP_WRITE | WP_OPEN_TRUST_WORLD_WRITE)
+
+/* The write bits of `mode` that `flags` do not trust (0: none). */
+static uint32_t untrusted_write_bits(uint32_t mode, uint32_t flags) {
+  uint32_t bits = mode & 022u;
+  if (flags & WP_OPEN_TRUST_GROUP_WRITE) bits &= ~020u;
+  if (flags & WP_OPEN_TRUST_WORLD_WRITE) bits &= ~002u;
+  return bits;
+}
+
+/* Whether an opened table's file is one this open may trust (waitprep.h, "Trust"): a regular
+ * file, owned by our effective uid (or the trusted one), writable by nobody else unless trusted.
+ * Checked on the open descriptor, so the file judged is the file mapped. */
+static int trusted_file(const struct stat *st, const wp_open_options *options) {
+  uint32_t flags = options ? options->flags : 0;
+  if (!S_ISREG(st->st_mode)) return 0;
+  int owner_ok = st->st_uid == geteuid() || ((flags & WP_OPEN_TRUST_UID) && st->st_uid == options->trusted_uid);
+  return owner_ok && untrusted_write_bits((uint32_t)st->st_mode, flags) == 0;
 }
 
 int wp_open_ex(const char *name, int producer, const wp_open_options *options, wp_table **out) {
@@ -500,14 +522,16 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
   uint32_t create = options ? options->create_capacity : 0;
   uint32_t mode = options && options->mode ? options->mode : 0600;
   uint32_t flags = options ? options->flags : 0;
-  if (create > WP_MAX_CAPACITY || (mode & ~0777u) != 0 || (flags & ~WP_OPEN_SINGLE_THREAD) != 0) return WP_ERR_INVALID_ARGUMENT;
+  if (create > WP_MAX_CAPACITY || (mode & ~0777u) != 0 || (flags & ~KNOWN_OPEN_FLAGS) != 0) return WP_ERR_INVALID_ARGUMENT;
+  if (create && untrusted_write_bits(mode, flags) != 0) return WP_ERR_INVALID_ARGUMENT; /* a mode our own opens would refuse */
   char path[WP_MAX_NAME + 2];
   snprintf(path, sizeof path, "/%s", name);
 
   int fd;
   size_t size;
   if (create) {
-    fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
+    /* O_NOFOLLOW (glibc adds it too): a link planted under the name is never followed. */
+    fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
     if (fd < 0) return errno == EEXIST ? WP_ERR_EXISTS : system_status();
     fchmod(fd, (mode_t)mode); /* the umask must not narrow what the caller asked for */
     size = segment_size_for(create);
@@ -524,9 +548,18 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
       return rc == ENOSPC ? WP_ERR_NO_SPACE : WP_ERR_SYSTEM;
     }
   } else {
-    fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : system_status();
+    fd = shm_open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : errno == ELOOP ? WP_ERR_UNTRUSTED_SEGMENT : system_status();
     struct stat st;
+    if (fstat(fd, &st) != 0) {
+      close(fd);
+      return WP_ERR_SYSTEM;
+    }
+    /* Before reading a byte: a planted file must not even be waited on. */
+    if (!trusted_file(&st, options)) {
+      close(fd);
+      return WP_ERR_UNTRUSTED_SEGMENT;
+    }
     /* A creator sizes the file and then writes the magic last: give one that is still at
      * it a moment (up to ~100 ms) before calling an empty or magic-less segment bad. */
     for (int attempt = 0;; attempt++) {
@@ -546,8 +579,8 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
     size = (size_t)st.st_size;
   }
   uint8_t *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
   if (base == MAP_FAILED) {
+    close(fd);
     if (create) shm_unlink(path);
     return WP_ERR_SYSTEM;
   }
@@ -559,6 +592,7 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
     if (__atomic_load_n((uint64_t *)(base + WP_HDR_MAGIC), __ATOMIC_ACQUIRE) != WP_MAGIC ||
         check_segment(base, size, &capacity) != WP_OK) {
       munmap(base, size);
+      close(fd);
       return WP_ERR_BAD_SEGMENT;
     }
   }
@@ -568,10 +602,12 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
     free(t);
     free(pins);
     munmap(base, size);
+    close(fd);
     return WP_ERR_NO_MEMORY;
   }
   t->base = base;
   t->size = size;
+  t->fd = fd;
   t->capacity = capacity;
   t->window = capacity < WP_PROBE_WINDOW ? capacity : WP_PROBE_WINDOW;
   t->pins = pins;
@@ -587,23 +623,57 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
     free(pins);
     free(t);
     munmap(base, size);
+    close(fd);
     return rc;
   }
   *out = t;
   return WP_OK;
 }
 
+int wp_segment_owner(const char *name, uint32_t *uid, uint32_t *mode) {
+  if (!valid_name(name) || uid == NULL || mode == NULL) return WP_ERR_INVALID_ARGUMENT;
+  char path[WP_MAX_NAME + 2];
+  snprintf(path, sizeof path, "/%s", name);
+  /* O_PATH: only to fstat it, without following a link or needing read access. Through
+   * /dev/shm, where glibc's shm_open looks too. */
+  char full[WP_MAX_NAME + 16];
+  snprintf(full, sizeof full, "/dev/shm%s", path);
+  int fd = open(full, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : WP_ERR_SYSTEM;
+  struct stat st;
+  int rc = fstat(fd, &st) == 0 ? WP_OK : WP_ERR_SYSTEM;
+  close(fd);
+  if (rc == WP_OK) {
+    *uid = (uint32_t)st.st_uid;
+    *mode = (uint32_t)st.st_mode;
+  }
+  return rc;
+}
+
+int wp_check_segment(const wp_table *t, uint64_t *file_size) {
+  if (t == NULL) return WP_ERR_INVALID_ARGUMENT;
+  struct stat st;
+  if (fstat(t->fd, &st) != 0) return WP_ERR_SYSTEM;
+  if (file_size) *file_size = (uint64_t)st.st_size;
+  return (uint64_t)st.st_size >= (uint64_t)t->size ? WP_OK : WP_ERR_BAD_SEGMENT;
+}
+
 void wp_close(wp_table *t) {
   if (t == NULL) return;
-  release_client_pins(t, t->client);
-  uint64_t mine = producer_word_of(t->client, t->client_word);
-  if (t->producer && __atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == mine) {
-    /* Still the producer (not reaped in between): abandon our reservations, then let go. */
-    settle_producer_slots(t);
-    __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &mine, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+  /* A truncated file: its lost pages would kill us on the first touch, and nobody can use the
+   * table any more. Only let go of our own resources. */
+  if (wp_check_segment(t, NULL) == WP_OK) {
+    release_client_pins(t, t->client);
+    uint64_t mine = producer_word_of(t->client, t->client_word);
+    if (t->producer && __atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == mine) {
+      /* Still the producer (not reaped in between): abandon our reservations, then let go. */
+      settle_producer_slots(t);
+      __atomic_compare_exchange_n(u64_at(t, WP_HDR_PRODUCER), &mine, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+    }
+    unregister_client(t);
   }
-  unregister_client(t);
   munmap(t->base, t->size);
+  close(t->fd);
   free(t->pins);
   free(t->leases);
   free(t);
@@ -961,6 +1031,7 @@ const void *wp_segment(const wp_table *t, size_t *size) {
 int wp_summarize(const wp_table *t, wp_summary *out) {
   if (t == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
   memset(out, 0, sizeof *out);
+  if (wp_check_segment(t, NULL) != WP_OK) return WP_ERR_BAD_SEGMENT; /* before touching a byte */
   /* The counts use the capacity fixed at open; a header that no longer says it, or a producer
    * word naming no client index, is a segment someone overwrote: reported, not counted. */
   uint32_t header_capacity = __atomic_load_n((const uint32_t *)(t->base + WP_HDR_CAPACITY), __ATOMIC_RELAXED);
