@@ -22,15 +22,14 @@ function cli(...args: string[]): { status: number | null; stdout: string; stderr
 describe('waitprep help and version', () => {
   it.each([['--help'], ['-h'], ['help'], []])('waitprep %s prints the usage on stdout and exits 0', (...args: string[]) => {
     const run = cli(...args);
-    expect(run.status).toBe(0);
-    expect(run.stderr).toBe('');
+    expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
     expect(run.stdout).toMatch(/^usage: waitprep <command>/);
     for (const command of ['demo', 'inspect', 'reap', 'clean']) expect(run.stdout).toMatch(new RegExp(`^ {2}${command} `, 'm'));
   });
 
   it("waitprep --version prints the package's version and exits 0", () => {
     const run = cli('--version');
-    expect(run.status).toBe(0);
+    expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
     expect(run.stdout).toBe(`waitprep ${VERSION}\n`);
   });
 
@@ -42,8 +41,7 @@ describe('waitprep help and version', () => {
   ])('waitprep %s --help (and -h) prints that command\'s usage and exits 0', (command, usage) => {
     for (const flag of ['--help', '-h']) {
       const run = cli(command, flag);
-      expect(run.status).toBe(0);
-      expect(run.stderr).toBe('');
+      expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
       expect(run.stdout).toMatch(usage);
     }
   });
@@ -56,7 +54,7 @@ describe('waitprep help and version', () => {
 
   it('an unknown command is exit 2 and points at --help', () => {
     const run = cli('no-such-command');
-    expect(run.status).toBe(2);
+    expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 2, stderr: expect.any(String) });
     expect(run.stderr).toMatch(/unknown command "no-such-command"; try `waitprep --help`/);
   });
 });
