@@ -19,10 +19,8 @@ const has = (command: string) => spawnSync(command, ['--version'], { stdio: 'ign
 
 /** Each hook packs or installs with npm, and one builds prebuilds: far past vitest's 10 s default. */
 const HOOK_TIMEOUT = 300_000;
-const BUILD_TOOLS: Requirement = [
-  ['c++', 'make', 'python3'].every(has),
-  'node-gyp needs a C++ compiler (c++), make and python3 on PATH, and one of them is missing',
-];
+const missingBuildTools = ['c++', 'make', 'python3'].filter((tool) => !has(tool));
+const BUILD_TOOLS: Requirement = [missingBuildTools.length === 0, `node-gyp needs c++, make and python3 on PATH; missing: ${missingBuildTools.join(', ')}`];
 const PYTHON: Requirement = [has('python3'), 'python3 is not on PATH'];
 
 /**
