@@ -2,7 +2,7 @@
 // the same layout and protocol as native/src/table.c over a SharedArrayBuffer.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -37,6 +37,9 @@ const OWN_TIME_NS = (() => {
   }
 })();
 const root = join(import.meta.dirname, '..');
+/** The client-entry bytes where the fallback records a worker's OS thread (js-handle.ts): tid u32, start time u64. */
+const OS_THREAD = 36;
+const OS_THREAD_START = 48;
 let names = 0;
 const uniqueName = (): string => `jsh-${process.pid}-${++names}`;
 
@@ -815,6 +818,7 @@ describe('JS lease table: worker_threads', () => {
     writeFileSync(join(dir, 'package.json'), '{"type":"module"}');
     writeFileSync(join(dir, 'pinner.js'), PINNER);
     writeFileSync(join(dir, 'leaver.js'), LEAVER);
+    writeFileSync(join(dir, 'holder.js'), HOLDER);
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -839,6 +843,96 @@ describe('JS lease table: worker_threads', () => {
     expect(peek.mask(slot)).toBe(0n);
     expect(clientState(peek.clientWord(report.client))).toBe(CLIENT_STATE.FREE);
     expect(p.tryEvict(d)).toBe(STATUS.OK);
+    p.close();
+    unlinkJsTable(name);
+  });
+
+  /** A holder worker (see HOLDER): opens and pins when given a table, reports, holds until terminated. */
+  async function holder(hold: 'wait' | 'spin', table?: { name: string; buffer: SharedArrayBuffer; digest: Uint8Array }): Promise<Held> {
+    const worker = new Worker(pathToFileURL(join(dir, 'holder.js')), { workerData: { hold, control: new Int32Array(new SharedArrayBuffer(4)), ...table } });
+    const report = await new Promise<Omit<Held, 'worker' | 'startTime'>>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    return { worker, ...report, startTime: taskStartTime(report.tid) };
+  }
+
+  it('a worker\'s entry names its OS thread (the main thread\'s names none); a terminated worker is reaped, a live one never', async () => {
+    const name = uniqueName();
+    const p = open(name, true, 16);
+    const buffer = jsTableBuffer(p)!;
+    const peek = new Peek(buffer);
+    // The main thread's entry is the C core's, byte for byte: no thread recorded.
+    expect(peek.clientField32(p.clientIndex, OS_THREAD)).toBe(0);
+    expect(peek.clientField64(p.clientIndex, OS_THREAD_START)).toBe(0n);
+    const d = sha('held-by-workers');
+    const [slot] = put(p, d, 1);
+    const waiting = await holder('wait', { name, buffer, digest: d });
+    const spinning = await holder('spin', { name, buffer, digest: d });
+    for (const w of [waiting, spinning]) {
+      expect([w.status, w.pin]).toEqual([STATUS.OK, STATUS.OK]);
+      expect(w.tid).not.toBe(process.pid);
+      // ACTIVE under our pid, and the thread beside it.
+      expect(clientState(peek.clientWord(w.client))).toBe(CLIENT_STATE.ACTIVE);
+      expect(clientPid(peek.clientWord(w.client))).toBe(process.pid);
+      expect(peek.clientField32(w.client, OS_THREAD)).toBe(w.tid);
+      expect(peek.clientField64(w.client, OS_THREAD_START)).toBe(w.startTime);
+    }
+    const bits = (...clients: number[]): bigint => clients.reduce((m, c) => m | (1n << BigInt(c)), 0n);
+    expect(peek.mask(slot)).toBe(bits(waiting.client, spinning.client));
+    // Both run no JavaScript the reaper could see, one blocked, one in a loop: both live.
+    expect(p.reapDeadClients()).toBe(0);
+    await spinning.worker.terminate();
+    expect(p.reapDeadClients()).toBe(1);
+    expect(clientState(peek.clientWord(spinning.client))).toBe(CLIENT_STATE.FREE);
+    expect(peek.mask(slot)).toBe(bits(waiting.client));
+    expect(p.tryEvict(d)).toBe(STATUS.PINNED);
+    expect(p.reapDeadClients()).toBe(0);
+    await waiting.worker.terminate();
+    expect(p.reapDeadClients()).toBe(1);
+    expect(peek.mask(slot)).toBe(0n);
+    expect(p.tryEvict(d)).toBe(STATUS.OK);
+    p.close();
+    unlinkJsTable(name);
+  });
+
+  it('reaps entries whose thread is gone or reused, and a reap whose reaper\'s thread is gone; keeps live threads\' entries', async () => {
+    const name = uniqueName();
+    const p = open(name, false, 16);
+    const peek = new Peek(jsTableBuffer(p)!);
+    const ns = peek.clientField64(p.clientIndex, CLIENT_FIELD.PID_NS);
+    const start = peek.clientField64(p.clientIndex, CLIENT_FIELD.START_TIME);
+    const live = await holder('wait');
+    const dead = await holder('spin');
+    await dead.worker.terminate();
+    expect(existsSync(`/proc/self/task/${dead.tid}`)).toBe(false);
+    const ofThread = (i: number, word: bigint, tid: number, tidStart: bigint): void => {
+      peek.setClient(i, word, start, ns);
+      peek.view.setUint32(CLIENTS_OFFSET + i * CLIENT_SIZE + OS_THREAD, tid, true);
+      peek.view.setBigUint64(CLIENTS_OFFSET + i * CLIENT_SIZE + OS_THREAD_START, tidStart, true);
+    };
+    // 10: REAPING, its reaper client 12 (serial 9) a thread that is gone; 11: CLAIMING by a gone
+    // thread (its tid where the pid goes); 12: ACTIVE, its thread gone; 13: ACTIVE, its tid alive
+    // under another start time (reused); 14: ACTIVE, a live thread; 15: CLAIMING by a live thread.
+    const REAPER_NAMED = 1 << 21;
+    ofThread(10, clientWord(CLIENT_STATE.REAPING, REAPER_NAMED | (9 << 6) | 12, 4n), 0, 0n);
+    ofThread(11, clientWord(CLIENT_STATE.CLAIMING, dead.tid, 5n), 0, 0n);
+    ofThread(12, clientWord(CLIENT_STATE.ACTIVE, process.pid, 9n), dead.tid, dead.startTime);
+    ofThread(13, clientWord(CLIENT_STATE.ACTIVE, process.pid, 6n), live.tid, live.startTime + 1n);
+    ofThread(14, clientWord(CLIENT_STATE.ACTIVE, process.pid, 7n), live.tid, live.startTime);
+    ofThread(15, clientWord(CLIENT_STATE.CLAIMING, live.tid, 8n), 0, 0n);
+    const all = [10, 11, 12, 13, 14, 15].reduce((m, c) => m | (1n << BigInt(c)), 0n);
+    peek.setMask(3, all);
+
+    expect(p.reapDeadClients()).toBe(4);
+    for (const [i, serial] of [[10, 4n], [11, 5n], [12, 9n], [13, 6n]] as const) expect(peek.clientWord(i)).toBe(serial << 24n);
+    expect(clientState(peek.clientWord(14))).toBe(CLIENT_STATE.ACTIVE);
+    expect(clientState(peek.clientWord(15))).toBe(CLIENT_STATE.CLAIMING);
+    expect(peek.mask(3)).toBe((1n << 14n) | (1n << 15n));
+    expect(p.reapDeadClients()).toBe(0);
+    await live.worker.terminate();
+    expect(p.reapDeadClients()).toBe(2);
+    expect(peek.mask(3)).toBe(0n);
     p.close();
     unlinkJsTable(name);
   });
@@ -1021,6 +1115,42 @@ try {
   Atomics.store(control, 4 + id, 1);
   parentPort.postMessage(report);
 }
+`;
+
+interface Held {
+  worker: Worker;
+  status: number;
+  pin: number;
+  client: number;
+  tid: number;
+  startTime: bigint;
+}
+
+/** A thread's start time, from /proc/self/task/TID/stat field 22. */
+function taskStartTime(tid: number): bigint {
+  const text = readFileSync(`/proc/self/task/${tid}/stat`, 'latin1');
+  return BigInt(text.slice(text.lastIndexOf(')') + 2).split(' ')[19]!);
+}
+
+/**
+ * Opens the table and pins when given one, reports its OS thread id, then holds until terminated:
+ * blocked in Atomics.wait ('wait') or in a synchronous loop ('spin'), running nothing else.
+ */
+const HOLDER = `
+import { readlinkSync } from 'node:fs';
+import { workerData, parentPort } from 'node:worker_threads';
+import { openJsHandle } from './js-handle.js';
+const { name, buffer, digest, hold, control } = workerData;
+const opened = buffer ? openJsHandle({ name, producer: false, createCapacity: 0, buffer }) : null;
+const h = opened && opened.handle;
+parentPort.postMessage({
+  status: opened ? opened.status : -1,
+  pin: h ? h.tryPin(digest, null) : -1,
+  client: h ? h.clientIndex : -1,
+  tid: Number(readlinkSync('/proc/thread-self').split('/')[2]),
+});
+if (hold === 'wait') for (;;) Atomics.wait(control, 0, 0);
+for (;;);
 `;
 
 /** Opens the table, pins, reports, and ends without closing its handle. */

@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { transformWithOxc } from 'vite';
+import { Worker } from 'node:worker_threads';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ClientInspection, TableInspection } from '../lib/index.js';
 import { judgeInspection } from '../lib/lease-table/inspect.js';
@@ -17,9 +18,11 @@ import {
   holdsReaper,
   judgeClient,
   judgeReaper,
+  judgeThread,
   readProcStat,
   reaperNamed,
   selfIdentity,
+  selfThread,
   type Identity,
   type RecordedClient,
   type RegistryEntry,
@@ -55,6 +58,21 @@ function killToZombie(child: ChildProcess): void {
   child.kill('SIGKILL');
   for (let waited = 0; waited < 5_000 && readProcStat(child.pid!)?.state !== 'Z'; waited++) Atomics.wait(sleep, 0, 0, 1);
   expect(readProcStat(child.pid!)?.state).toBe('Z');
+}
+
+/**
+ * A temporary folder holding liveness.ts (and layout.ts) built to plain JavaScript, for children
+ * and workers, which run plain Node, and `script` under the name `file`.
+ */
+async function builtLiveness(file: string, script: string): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'waitprep-liveness-'));
+  for (const source of ['layout.ts', 'liveness.ts']) {
+    const { code } = await transformWithOxc(readFileSync(join(root, 'lib', 'lease-table', source), 'utf8'), source, {});
+    writeFileSync(join(dir, source.replace(/\.ts$/, '.js')), code);
+  }
+  writeFileSync(join(dir, 'package.json'), '{"type":"module"}');
+  writeFileSync(join(dir, file), script);
+  return dir;
 }
 
 /** An ACTIVE entry recorded in our namespaces for `pid` (with its real start time unless given). */
@@ -238,6 +256,114 @@ describe('reaperNamed and judgeReaper: a REAPING entry is judged by its reaper',
   });
 });
 
+// A fallback client entry of a worker thread names the worker's OS thread: a worker stopped with
+// worker.terminate() leaves a process that lives on, so the thread decides.
+const THREAD_OF_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const tid = Number(require('node:fs').readlinkSync('/proc/thread-self').split('/')[2]);
+parentPort.postMessage(tid);
+if (workerData.hold === 'wait') for (;;) Atomics.wait(workerData.control, 0, 0);
+for (;;);
+`;
+/** A worker that reports its OS thread id, then blocks in Atomics.wait (`'wait'`) or spins (`'spin'`) until terminated. */
+async function threadOfWorker(hold: 'wait' | 'spin'): Promise<{ worker: Worker; tid: number; startTime: bigint }> {
+  const worker = new Worker(THREAD_OF_WORKER, { eval: true, workerData: { hold, control: new Int32Array(new SharedArrayBuffer(4)) } });
+  workers.push(worker);
+  const [tid] = (await once(worker, 'message')) as [number];
+  return { worker, tid, startTime: taskStartTime(tid) };
+}
+function taskStartTime(tid: number): bigint {
+  const text = readFileSync(`/proc/self/task/${tid}/stat`, 'latin1');
+  return BigInt(text.slice(text.lastIndexOf(')') + 2).split(' ')[19]!);
+}
+const workers: Worker[] = [];
+afterAll(async () => {
+  await Promise.all(workers.map((w) => w.terminate()));
+});
+
+describe('selfThread and judgeThread: an entry that names an OS thread of this process', () => {
+  it('selfThread reads the calling thread: the main thread is the pid, a worker its own task', async () => {
+    const main = selfThread()!;
+    expect(main).toEqual({ tid: process.pid, startTime: taskStartTime(process.pid) });
+    expect(selfThread()).toBe(main); // read once per thread
+    // The worker runs the module built from the same source, so its selfThread is its own.
+    const dir = await builtLiveness('self.js', `import { parentPort } from 'node:worker_threads';
+import { readlinkSync } from 'node:fs';
+import { selfThread } from './liveness.js';
+const t = selfThread();
+parentPort.postMessage({ tid: t.tid, startTime: String(t.startTime), link: readlinkSync('/proc/thread-self') });
+`);
+    try {
+      const worker = new Worker(join(dir, 'self.js'));
+      const [seen] = (await once(worker, 'message')) as [{ tid: number; startTime: string; link: string }];
+      expect(seen.link).toBe(`${process.pid}/task/${seen.tid}`);
+      expect(seen.tid).not.toBe(process.pid);
+      expect(BigInt(seen.startTime)).toBe(taskStartTime(seen.tid));
+      await worker.terminate();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a live thread is running however long it runs no JavaScript; a terminated one is gone', async () => {
+    const waiting = await threadOfWorker('wait');
+    const spinning = await threadOfWorker('spin');
+    expect(judgeThread(waiting.tid, waiting.startTime)).toEqual({ liveness: 'alive', reason: 'thread-running' });
+    expect(judgeThread(spinning.tid, spinning.startTime)).toEqual({ liveness: 'alive', reason: 'thread-running' });
+    expect(judgeThread(process.pid, selfThread()!.startTime)).toEqual({ liveness: 'alive', reason: 'thread-running' });
+    // Another start time under a live tid: a thread that reused a gone one's tid.
+    expect(judgeThread(waiting.tid, waiting.startTime + 1n)).toEqual({ liveness: 'dead', reason: 'thread-reused' });
+    await waiting.worker.terminate();
+    await spinning.worker.terminate();
+    expect(existsSync(`/proc/self/task/${waiting.tid}`)).toBe(false);
+    expect(judgeThread(waiting.tid, waiting.startTime)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
+    expect(judgeThread(spinning.tid, spinning.startTime)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
+  });
+
+  it('something that is no tid judges nothing', () => {
+    for (const tid of [0, -1, 1.5, Number.NaN, 2 ** 60]) expect(judgeThread(tid, 1n)).toEqual({ liveness: 'unknown', reason: 'thread-unreadable' });
+  });
+
+  it('judgeClient: an ACTIVE entry of this process that names a thread is judged by the thread, any other as before', async () => {
+    const waiting = await threadOfWorker('wait');
+    const ofThread = recorded(process.pid, { osThread: waiting.tid, osThreadStartTime: waiting.startTime });
+    expect(judgeClient(ofThread)).toEqual({ liveness: 'alive', reason: 'thread-running' });
+    expect(judgeClient({ ...ofThread, osThread: 0 })).toEqual({ liveness: 'alive', reason: 'self' });
+    // A dead predecessor of our pid is dead by its start time, whatever thread it names.
+    expect(judgeClient({ ...ofThread, startTime: me.startTime + 1n })).toEqual({ liveness: 'dead', reason: 'pid-reused' });
+    // Another process: a thread id means nothing outside its own process.
+    const child = await sleeper();
+    expect(judgeClient(recorded(child.pid!, { osThread: waiting.tid, osThreadStartTime: 1n }))).toEqual({ liveness: 'alive', reason: 'running' });
+    // A REAPING entry's reaper, when that reaper names a thread: judged by it too.
+    const reaper = registry(process.pid, 3, { osThread: waiting.tid, osThreadStartTime: waiting.startTime });
+    expect(judgeReaper({ client: 1, serialLow15: 3 }, reaper)).toEqual({ liveness: 'alive', reason: 'thread-running' });
+    expect(judgeClient(ofThread, { ...me, pidNs: 0n })).toEqual({ liveness: 'unknown', reason: 'observer-namespace-unknown' });
+    await waiting.worker.terminate();
+    expect(judgeClient(ofThread)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
+    expect(judgeReaper({ client: 1, serialLow15: 3 }, reaper)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
+  });
+
+  it('a /proc that will not answer (out of file descriptors) is not a gone thread', async () => {
+    // In a child whose descriptors are used up: reading its own main thread's task fails with EMFILE.
+    const dir = await builtLiveness('emfile.js', `import { openSync } from 'node:fs';
+import { judgeThread, selfIdentity, selfThread } from './liveness.js';
+selfIdentity();
+const me = selfThread();
+let error = '';
+try { for (;;) openSync('/dev/null', 'r'); } catch (e) { error = e.code; }
+const judged = judgeThread(me.tid, me.startTime);
+process.stdout.write(JSON.stringify({ error, judged }));
+`);
+    try {
+      const run = spawnSync('sh', ['-c', `ulimit -n 64 && exec "${process.execPath}" emfile.js`], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+      expect(run.status, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout)).toEqual({ error: 'EMFILE', judged: { liveness: 'unknown', reason: 'thread-unreadable' } });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('judgeInspection: what a reap from here would release', () => {
   function client(index: number, fields: Partial<ClientInspection>): ClientInspection {
     return { index, state: 'active', pid: 0, serial: 1, startTime: 0n, pidNamespace: me.pidNs, timeNamespace: me.timeNs, thread: 0, producer: false, reaper: null, ...fields };
@@ -299,14 +425,8 @@ const canUnshare = spawnSync('unshare', ['-p', '-f', '-m', '--mount-proc', '-T',
 describe.runIf(canUnshare)('the rule across real namespaces (unshare)', () => {
   let dir: string;
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'waitprep-liveness-ns-'));
-    for (const file of ['layout.ts', 'liveness.ts']) {
-      const { code } = await transformWithOxc(readFileSync(join(root, 'lib', 'lease-table', file), 'utf8'), file, {});
-      writeFileSync(join(dir, file.replace(/\.ts$/, '.js')), code);
-    }
-    writeFileSync(join(dir, 'package.json'), '{"type":"module"}');
-    writeFileSync(
-      join(dir, 'judge.js'),
+    dir = await builtLiveness(
+      'judge.js',
       `import { judgeClient, selfIdentity } from './liveness.js';
 const entry = JSON.parse(process.argv[2], (k, v) => (k === 'startTime' || k.endsWith('Namespace') ? BigInt(v) : v));
 const me = selfIdentity();

@@ -21,18 +21,32 @@
  * Clients and liveness. A SharedArrayBuffer cannot cross processes, so in the
  * fallback every client of a table lives in this one process (one client per
  * handle, one handle per thread that uses the table: worker_threads open the
- * table from the buffer the creator hands them). pid-based reaping therefore
- * never fires here: every entry carries our own pid, which is alive. A thread
- * that is done with a table must close() its handle: that releases all its pins,
- * gives up the producer role and frees its registry entry. As a safety net, a
- * worker thread's handles still open when the thread ends normally (its event
- * loop drains, or process.exit()) are closed by a process 'exit' hook; a worker
- * stopped with worker.terminate() runs no such hook and leaks its entry and its
- * pins until the process exits.
+ * table from the buffer the creator hands them). Every entry carries our own
+ * pid, which is alive, so the pid rule alone never reaps here. A thread that is
+ * done with a table should close() its handle: that releases all its pins,
+ * gives up the producer role and frees its registry entry. A worker thread's
+ * handles still open when the thread ends normally (its event loop drains, or
+ * process.exit()) are closed by a process 'exit' hook.
+ *
+ * A worker stopped with worker.terminate() runs no hook at all, so a worker's
+ * entry also names its OS thread (tid and start time, liveness.ts selfThread),
+ * and the reaper judges it by /proc/self/task/TID (judgeThread): gone, or
+ * another start time, is dead. Why this and not something the thread keeps
+ * doing: a terminated worker runs no JavaScript, no 'exit' listener and no
+ * FinalizationRegistry callback (its isolate is torn down, not collected); a
+ * heartbeat or lease word it refreshes cannot tell it from a live thread busy
+ * in a synchronous loop or blocked in Atomics.wait, so any timeout would reap
+ * live threads; a MessagePort's 'close' reaches only an event loop (the table
+ * code has no port to its peers and the reap is synchronous); Web Locks are
+ * async and newer than Node 20. The OS thread is released by the kernel when
+ * the thread ends, whatever ended it, and exists for as long as the thread
+ * can run JavaScript again: the same test native/src/table.c makes of a
+ * process, one level down. The main thread records no thread: it lives as
+ * long as the process does, and its entry stays byte-for-byte the C core's.
  */
 import { isMainThread, threadId } from 'node:worker_threads';
 import type { RawSummary, TableHandle } from './handle.js';
-import { judgeClient, judgeReaper, reaperNamed, selfIdentity, type Identity, type RecordedClient, type RegistryEntry } from './liveness.js';
+import { judgeClient, judgeReaper, reaperNamed, selfIdentity, selfThread, type Identity, type RecordedClient, type RegistryEntry } from './liveness.js';
 import {
   CLIENT_FIELD,
   CLIENT_PRODUCER,
@@ -73,6 +87,13 @@ const SERIAL_SHIFT = BigInt(CLIENT_WORD.SERIAL_SHIFT);
 /** A client word with state and pid cleared (serial kept): how FREE is written. */
 const KEEP_SERIAL = U64 & ~CLIENT_STATE_MASK & ~(PID_MASK_N << 2n);
 const NO_RECORD = 0xffff_ffff;
+/**
+ * Client-entry bytes only the fallback writes, where the C layout has none (like
+ * CLIENT_FIELD.THREAD): a worker thread's OS thread id (u32) and its start time (u64). Both are 0
+ * for the main thread, so the reaper judges such an entry by its process alone.
+ */
+const OS_THREAD = 36;
+const OS_THREAD_START = 48;
 const MAX_LEASE_RECORDS = 1 << 30;
 
 const SG_FREE = BigInt(SLOT_STATE.FREE);
@@ -385,13 +406,18 @@ export class JsTableHandle implements TableHandle {
   private registerClient(flags: number): number {
     const { pid, startTime, pidNs, timeNs } = selfIdentity();
     if (pid > PID_MASK) return STATUS.ERR_SYSTEM;
+    const thread = isMainThread ? null : selfThread();
+    // A worker's CLAIMING word holds its tid where the pid goes: a worker terminated before its
+    // entry is ACTIVE is then judged by the thread (the pid rule finds the tid gone, or ESRCH),
+    // where our pid would be alive for good. Tids are pids, so the tid fits the pid bits.
+    const claimant = thread !== null && thread.tid <= PID_MASK ? thread.tid : pid;
     const u64 = this.u64;
     for (let i = 0; i < MAX_CLIENTS; i++) {
       const wordIndex = this.clientWordIndex(i);
       const w = Atomics.load(u64, wordIndex);
       if ((w & CLIENT_STATE_MASK) !== BigInt(CLIENT_STATE.FREE)) continue;
       const serial = (w >> SERIAL_SHIFT) + 1n;
-      const claiming = BigInt.asUintN(64, (serial << SERIAL_SHIFT) | (BigInt(pid) << 2n) | BigInt(CLIENT_STATE.CLAIMING));
+      const claiming = BigInt.asUintN(64, (serial << SERIAL_SHIFT) | (BigInt(claimant) << 2n) | BigInt(CLIENT_STATE.CLAIMING));
       if (Atomics.compareExchange(u64, wordIndex, w, claiming) !== w) continue;
       const entry = CLIENTS_OFFSET + i * CLIENT_SIZE;
       Atomics.store(u64, (entry + CLIENT_FIELD.START_TIME) >> 3, startTime);
@@ -399,7 +425,11 @@ export class JsTableHandle implements TableHandle {
       Atomics.store(u64, (entry + CLIENT_FIELD.TIME_NS) >> 3, timeNs);
       Atomics.store(this.u32, (entry + CLIENT_FIELD.FLAGS) >> 2, flags);
       Atomics.store(this.u32, (entry + CLIENT_FIELD.THREAD) >> 2, threadId);
-      const active = (claiming & ~CLIENT_STATE_MASK) | BigInt(CLIENT_STATE.ACTIVE);
+      // Before ACTIVE (seq_cst), so a reaper that sees ACTIVE judges this thread, not a
+      // previous holder's.
+      Atomics.store(this.u32, (entry + OS_THREAD) >> 2, thread === null ? 0 : thread.tid);
+      Atomics.store(u64, (entry + OS_THREAD_START) >> 3, thread === null ? 0n : thread.startTime);
+      const active = (claiming & KEEP_SERIAL) | (BigInt(pid) << 2n) | BigInt(CLIENT_STATE.ACTIVE);
       // ACTIVE by CAS from our CLAIMING word, as in table.c: if a reaper took the entry meanwhile
       // (it cannot tell a live registrant of another pid namespace from a dead one) we must not
       // overwrite whoever holds it now: we held no pins yet, so look for another entry.
@@ -512,6 +542,8 @@ export class JsTableHandle implements TableHandle {
       startTime: Atomics.load(this.u64, (entry + CLIENT_FIELD.START_TIME) >> 3),
       pidNamespace: Atomics.load(this.u64, (entry + CLIENT_FIELD.PID_NS) >> 3),
       timeNamespace: Atomics.load(this.u64, (entry + CLIENT_FIELD.TIME_NS) >> 3),
+      osThread: Atomics.load(this.u32, (entry + OS_THREAD) >> 2),
+      osThreadStartTime: Atomics.load(this.u64, (entry + OS_THREAD_START) >> 3),
     };
   }
 

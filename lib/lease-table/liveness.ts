@@ -9,6 +9,10 @@
  * the observer would take that entry. `unknown` is never reaped: a pid and a
  * start time mean something only within the pid and time namespace they were
  * read in, and an observer that cannot place itself in /proc judges nobody.
+ *
+ * The fallback's clients are threads of this one process, so an entry may
+ * also name the OS thread that opened it (judgeThread): the process is alive,
+ * but that thread can be gone (a worker stopped with worker.terminate()).
  */
 import { readFileSync, readlinkSync, statSync } from 'node:fs';
 import { CLIENT_WORD, MAX_CLIENTS } from './layout.js';
@@ -21,6 +25,11 @@ export function readProcStat(pid: number | 'self'): { state: string; startTime: 
   } catch {
     return null;
   }
+  return parseStat(text);
+}
+
+/** State and start time of a /proc stat line (the same format for a process and a task), or null. */
+function parseStat(text: string): { state: string; startTime: bigint } | null {
   // The command name may hold spaces and parentheses: the last ')' ends it.
   const close = text.lastIndexOf(')');
   if (close < 0 || text[close + 1] !== ' ') return null;
@@ -63,6 +72,37 @@ export function selfIdentity(): Identity {
   return self;
 }
 
+/** An OS thread of this process as a fallback client entry records it. */
+export interface ThreadIdentity {
+  /** The kernel's thread id (the main thread's is the pid). */
+  tid: number;
+  /** Its start time, clock ticks since boot (/proc/self/task/TID/stat field 22). */
+  startTime: bigint;
+}
+let thread: ThreadIdentity | null | undefined;
+/**
+ * The calling thread's OS thread id and start time, or null when /proc does not show this thread
+ * under our pid. /proc/thread-self names the task of whichever thread resolves it, and Node runs
+ * *Sync file calls on the calling thread. Module state is per isolate, so this is read once per
+ * thread.
+ */
+export function selfThread(): ThreadIdentity | null {
+  if (thread === undefined) {
+    thread = null;
+    try {
+      const match = /^(\d+)\/task\/(\d+)$/.exec(readlinkSync('/proc/thread-self'));
+      if (match !== null && Number(match[1]) === process.pid) {
+        const tid = Number(match[2]);
+        const stat = parseStat(readFileSync(`/proc/self/task/${tid}/stat`, 'latin1'));
+        if (stat !== null) thread = { tid, startTime: stat.startTime };
+      }
+    } catch {
+      thread = null;
+    }
+  }
+  return thread;
+}
+
 /** A verdict: `dead` means a reap from the observer takes the entry; `unknown` is never reaped. */
 export type Liveness = 'alive' | 'dead' | 'unknown';
 
@@ -75,6 +115,10 @@ const LIVENESS_OF = {
   zombie: 'dead',
   gone: 'dead',
   'reaper-left': 'dead',
+  'thread-running': 'alive',
+  'thread-gone': 'dead',
+  'thread-reused': 'dead',
+  'thread-unreadable': 'unknown',
   'observer-namespace-unknown': 'unknown',
   'client-namespace-unknown': 'unknown',
   'other-pid-namespace': 'unknown',
@@ -92,6 +136,10 @@ const LIVENESS_OF = {
  *   waited for), `gone` (no /proc entry and `kill(pid, 0)` says ESRCH), `reaper-left` (a REAPING
  *   entry's reaper no longer holds its own entry: it finished or died, and the next reap takes
  *   the work over).
+ * - for an entry that names an OS thread of this process (the JavaScript fallback's worker
+ *   threads, {@link judgeThread}): alive `thread-running` (/proc/self/task shows the tid with the
+ *   recorded start time); dead `thread-gone` (no such task, or a zombie one), `thread-reused`
+ *   (another start time); unknown `thread-unreadable` (/proc would not say).
  * - unknown: `observer-namespace-unknown` (the observer's own pid namespace is unknown),
  *   `client-namespace-unknown` (the entry recorded pid namespace 0), `other-pid-namespace`,
  *   `other-time-namespace`, `reaper-unregistered` (a reap by a reaper that was not registered,
@@ -151,26 +199,62 @@ export interface RecordedClient {
   startTime: bigint;
   pidNamespace: bigint;
   timeNamespace: bigint;
+  /**
+   * JavaScript fallback: the OS thread id ({@link selfThread}) of the worker thread that opened
+   * the entry; absent or 0 when none is recorded (the main thread, a native client).
+   */
+  osThread?: number;
+  /** That thread's start time, with `osThread`. */
+  osThreadStartTime?: bigint;
 }
 
-function judgeRecorded(active: boolean, pid: number, startTime: bigint, pidNamespace: bigint, timeNamespace: bigint, me: Identity): LivenessJudgement {
+/**
+ * How an entry naming OS thread `tid` of this process, started at `startTime`, is judged: by
+ * /proc/self/task/TID. Nothing here asks the thread to do anything, so a live thread that runs
+ * no JavaScript for as long as it likes (a long synchronous loop, Atomics.wait) is alive, and a
+ * task that is gone, or shows another start time, never comes back as the thread that
+ * registered. Only "no such task" is gone: an unreadable /proc (EMFILE, say) judges nobody.
+ */
+export function judgeThread(tid: number, startTime: bigint): LivenessJudgement {
+  // /proc/self must be this process, as selfIdentity checks; a tid must be one.
+  if (selfIdentity().pidNs === 0n) return J['observer-namespace-unknown'];
+  if (!Number.isSafeInteger(tid) || tid <= 0) return J['thread-unreadable'];
+  let text: string;
+  try {
+    text = readFileSync(`/proc/self/task/${tid}/stat`, 'latin1');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ESRCH' ? J['thread-gone'] : J['thread-unreadable'];
+  }
+  const now = parseStat(text);
+  if (now === null) return J['thread-unreadable'];
+  if (now.startTime !== startTime) return J['thread-reused'];
+  return now.state === 'Z' || now.state === 'X' ? J['thread-gone'] : J['thread-running'];
+}
+
+function judgeRecorded(active: boolean, entry: Omit<RecordedClient, 'state'>, me: Identity): LivenessJudgement {
   if (me.pidNs === 0n) return J['observer-namespace-unknown'];
   if (active) {
     // same_namespaces: its pid and start time mean nothing outside the namespaces they were read in.
-    if (pidNamespace !== me.pidNs) return pidNamespace === 0n ? J['client-namespace-unknown'] : J['other-pid-namespace'];
-    if (timeNamespace !== me.timeNs) return J['other-time-namespace'];
+    if (entry.pidNamespace !== me.pidNs) return entry.pidNamespace === 0n ? J['client-namespace-unknown'] : J['other-pid-namespace'];
+    if (entry.timeNamespace !== me.timeNs) return J['other-time-namespace'];
   }
-  return judgeProcess(pid, active ? startTime : 0n);
+  const verdict = judgeProcess(entry.pid, active ? entry.startTime : 0n);
+  // This very process: the entry's own thread decides, where it names one (a fallback worker's).
+  const tid = entry.osThread ?? 0;
+  if (verdict === J.self && active && tid !== 0) return judgeThread(tid, entry.osThreadStartTime ?? 0n);
+  return verdict;
 }
 
 /**
  * How a reap by `me` (this process by default) judges a CLAIMING or ACTIVE client entry, as
  * wp_reap_dead_clients does: nobody, when the observer's own pid namespace is unknown; an ACTIVE
  * entry only within the observer's pid and time namespaces; a CLAIMING one, which has not written
- * its start time and namespaces yet, as "these namespaces, any start time".
+ * its start time and namespaces yet, as "these namespaces, any start time". An ACTIVE entry of
+ * this process that names an OS thread is judged by that thread ({@link judgeThread}).
  */
 export function judgeClient(entry: RecordedClient, me: Identity = selfIdentity()): LivenessJudgement {
-  return judgeRecorded(entry.state === 'active', entry.pid, entry.startTime, entry.pidNamespace, entry.timeNamespace, me);
+  return judgeRecorded(entry.state === 'active', entry, me);
 }
 
 /**
@@ -213,5 +297,5 @@ export function judgeReaper(reaper: ReaperName, entry: RegistryEntry | undefined
   if (!holdsReaper(reaper, entry)) return J['reaper-left'];
   // The same client still (ourselves included: alive), or, after 32,768 registrations of that
   // entry, one that looks the same: judged as itself, the safe side.
-  return judgeRecorded(true, entry.pid, entry.startTime, entry.pidNamespace, entry.timeNamespace, me);
+  return judgeRecorded(true, entry, me);
 }
