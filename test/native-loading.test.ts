@@ -154,6 +154,18 @@ describe('native loading', () => {
         message: 'openLeaseTable("t") needs the native implementation, but WAITPREP_IMPLEMENTATION=js forces the JavaScript fallback. To get it: unset WAITPREP_IMPLEMENTATION, or set it to native',
       });
     });
+    it("=js: openLeaseTable({ implementation: 'native' }) says why it cannot have it and what to do", () => {
+      const index = pathToFileURL(join(root, 'dist', 'index.js')).href;
+      const out = execFileSync(process.execPath, ['--input-type=module', '-e', `
+        const { openLeaseTable } = await import(${JSON.stringify(index)});
+        try { openLeaseTable({ name: 't', role: 'consumer', implementation: 'native' }); } catch (error) {
+          console.log(JSON.stringify({ code: error.code, message: error.message }));
+        }`], { encoding: 'utf8', env: { ...process.env, WAITPREP_IMPLEMENTATION: 'js' } });
+      expect(JSON.parse(out)).toEqual({
+        code: 'ERR_NATIVE_UNAVAILABLE',
+        message: `openLeaseTable("t") with implementation 'native' needs the native implementation, but WAITPREP_IMPLEMENTATION=js forces the JavaScript fallback. To get it: unset WAITPREP_IMPLEMENTATION, or set it to native`,
+      });
+    });
     it.each(['auto', ''])('=%j is the default, auto', (value) => {
       expect(importIn(unbuilt, { WAITPREP_IMPLEMENTATION: value, WAITPREP_NO_FALLBACK_WARNING: '1' }).loaded!.implementation).toBe('js');
     });

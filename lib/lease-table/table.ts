@@ -4,7 +4,7 @@ import { isConsumer } from '../consumer.js';
 import { normalizeTarget } from '../device-target.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions, u64OrNull } from '../internal/validate.js';
 import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
-import { nativeAddon } from '../native.js';
+import { nativeAddon, nativeUnavailableError } from '../native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, LeaseTableMeta, Miss, Readiness, ReadinessRequest } from '../types.js';
 import type { TableHandle } from './handle.js';
 import { corruptHeader, inspectSegment, type TableInspection, type TableSummary } from './inspect.js';
@@ -555,7 +555,7 @@ export function openLeaseTable(options: OpenLeaseTableOptions): LeaseTable {
   if (choice !== 'auto' && choice !== 'native' && choice !== 'js') throw invalidArgument('options.implementation', "'auto', 'native' or 'js'", choice);
   if (buffer !== undefined && !(buffer instanceof SharedArrayBuffer)) throw invalidArgument('options.buffer', 'a SharedArrayBuffer', buffer);
   if (choice === 'native' && nativeAddon === null) {
-    throw new WaitprepError('ERR_NATIVE_UNAVAILABLE', 'implementation "native" was asked for, but the addon is not loaded (see implementationReason)');
+    throw nativeUnavailableError(`openLeaseTable(${JSON.stringify(name)}) with implementation 'native'`);
   }
   const useNative = buffer === undefined && choice !== 'js' && nativeAddon !== null;
   const producer = role === 'producer';
