@@ -1544,6 +1544,7 @@ describe('miss reasons', () => {
       [STATUS.MISS_DEVICE_MISMATCH]: 'device-mismatch',
       [STATUS.MISS_ARENA_GENERATION_MISMATCH]: 'arena-generation-mismatch',
       [STATUS.MISS_DEVICE_WRITE_INCOMPLETE]: 'device-write-incomplete',
+      [STATUS.MISS_STALE_HANDOFF]: 'stale-handoff',
     });
   });
 
@@ -1555,6 +1556,6 @@ describe('miss reasons', () => {
     }
     for (const [status, reason] of Object.entries(TABLE_MISS_REASON)) expect(MISS_BY_STATUS[Number(status)]).toBe(MISS[reason]);
     expect(MISS_BY_STATUS[STATUS.OK]).toBe(MISS.contended);
-    expect(MISS_BY_STATUS.length).toBe(STATUS.MISS_DEVICE_WRITE_INCOMPLETE + 1);
+    expect(MISS_BY_STATUS.length).toBe(STATUS.MISS_STALE_HANDOFF + 1);
   });
 });

@@ -74,6 +74,8 @@ export const STATUS = {
   MISS_DEVICE_MISMATCH: 6,
   MISS_ARENA_GENERATION_MISMATCH: 7,
   MISS_DEVICE_WRITE_INCOMPLETE: 8,
+  /** wp_try_pin_exact: the slot no longer holds that generation of that digest (a stale or made-up handoff token). */
+  MISS_STALE_HANDOFF: 9,
   EXISTS: 20,
   FULL: 21,
   PINNED: 22,

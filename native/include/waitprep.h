@@ -60,8 +60,10 @@ extern "C" {
 #endif
 
 /* 2: wp_unpin returns a status; WP_ERR_PERMISSION. 3: handles are thread-safe; wp_open_options
- * gained flags and trusted_uid. A segment's header names the ABI that made it, and a segment of
- * another ABI is refused (WP_ERR_BAD_SEGMENT). */
+ * gained flags and trusted_uid; later within 3, new functions only (wp_try_pin_exact,
+ * wp_try_pin_prefix, wp_unpin_many, wp_peek) and the status WP_MISS_STALE_HANDOFF. A segment's
+ * header names the ABI that made it, and a segment of another ABI is refused
+ * (WP_ERR_BAD_SEGMENT). */
 #define WP_ABI_VERSION 3
 #define WP_MAGIC 0x5045525054494157ULL /* "WAITPREP" read as a little-endian u64 */
 
@@ -125,6 +127,7 @@ extern "C" {
   X(WP_MISS_DEVICE_MISMATCH, 6)                               \
   X(WP_MISS_ARENA_GENERATION_MISMATCH, 7)                     \
   X(WP_MISS_DEVICE_WRITE_INCOMPLETE, 8)                       \
+  X(WP_MISS_STALE_HANDOFF, 9) /* wp_try_pin_exact: the slot no longer holds that generation of that digest */ \
   X(WP_EXISTS, 20)                                            \
   X(WP_FULL, 21)                                              \
   X(WP_PINNED, 22)                                            \
@@ -195,7 +198,8 @@ typedef struct {
 /* Threads. Any number of threads of the process may share one handle, consumer or producer:
  * - wp_try_pin and wp_unpin take the handle's consumer lock around the private pin counts and
  *   lease records (never around a miss), so a slot's pin bit is set exactly while the handle holds
- *   a lease on it, and a lease may be released by any thread.
+ *   a lease on it, and a lease may be released by any thread. wp_try_pin_exact, and
+ *   wp_try_pin_prefix and wp_unpin_many for each lease in turn, do the same; wp_peek takes no lock.
  * - The producer's calls (wp_reserve, wp_publish, wp_abandon, wp_try_evict,
  *   wp_record_device_write) each run whole under the handle's producer lock.
  * - Both locks are private to the process and held for a bounded few instructions; a waiter spins,
@@ -239,6 +243,40 @@ int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *ta
 /* WP_OK: released. WP_STALE: nothing released, because the lease was released already (or is a
  * copy of one that was), or is not one of this handle's. */
 int wp_unpin(wp_table *t, const wp_lease *lease);
+
+/* Handoff. Another client (the orchestrator, say) holds a lease on (slot, generation) of
+ * `digest` and passes those three to this one (an engine), which pins the very same artifact for
+ * itself: WP_OK (out filled, a lease of this handle, released with wp_unpin) only while `slot`
+ * still holds `generation` of `digest` in READY; the same Dekker handshake and consumer lock as
+ * wp_try_pin, and `target` as there. Misses: WP_MISS_STALE_HANDOFF when the slot holds another
+ * generation or another digest (evicted and freed, recycled for another artifact, or a made-up
+ * triple: one naming something this table never held looks the same as a stale one),
+ * WP_MISS_PREPARING,
+ * WP_MISS_EVICTING (a claim the evictor rolls back while the handing client still holds its pin:
+ * retried a bounded few times inside, then reported), WP_MISS_CONTENDED, and the device misses.
+ * WP_ERR_INVALID_ARGUMENT for NULL t, digest or out, a slot >= capacity or a generation beyond 56
+ * bits. The rule that makes a handoff safe: the handing client keeps its lease until this one has
+ * WP_OK, then releases its own (docs/lease-table.md, "Handing a lease to another process"). */
+int wp_try_pin_exact(wp_table *t, uint32_t slot, uint64_t generation, const uint8_t digest[32],
+                     const wp_device_record *target /* NULL: host */, wp_lease *out);
+
+/* Prefix lookup, one call for a chunked request: pins digests[0], digests[1], ... in order (each
+ * as wp_try_pin would, into leases[i]) and stops at the first that misses. Returns the length of
+ * the pinned leading run (0..n; leases[0..run) are this handle's leases, the rest untouched), or
+ * -WP_ERR_INVALID_ARGUMENT for a NULL t, a NULL digests or leases with n > 0, or n > INT32_MAX.
+ * `digests` holds n digests of 32 bytes back to back. Why the run stopped is not returned: call
+ * wp_peek on digests[run] when it matters. Release the run with wp_unpin_many (or wp_unpin each). */
+int wp_try_pin_prefix(wp_table *t, const uint8_t *digests, uint32_t n, const wp_device_record *target /* NULL: host */,
+                      wp_lease *leases);
+/* Releases leases[0..n) as wp_unpin does each; a stale one releases nothing. Returns how many
+ * were released (0..n), or -WP_ERR_INVALID_ARGUMENT for a NULL t, NULL leases with n > 0, or
+ * n > INT32_MAX. */
+int wp_unpin_many(wp_table *t, const wp_lease *leases, uint32_t n);
+/* What wp_try_pin(t, digest, NULL, ...) would answer now, without pinning: WP_OK (READY),
+ * WP_MISS_PREPARING, WP_MISS_EVICTING or WP_MISS_ABSENT (WP_ERR_INVALID_ARGUMENT for NULL t or
+ * digest). A hint only: the artifact may be evicted the moment after. Host readiness only (a
+ * device record is read safely only under a pin). For engines whose lookup must not pin. */
+int wp_peek(const wp_table *t, const uint8_t digest[32]);
 
 int wp_reserve(wp_table *t, const uint8_t digest[32], wp_reservation *out);
 int wp_publish(wp_table *t, const wp_reservation *r, const wp_meta *meta);
