@@ -47,9 +47,9 @@ function usage(command, problem) {
  * A command's boolean flags and its table names, by node:util's parseArgs (`--` ends the
  * options, so a table name may start with '-'); a parse error is a usage error.
  */
-function commandArgs(args, flags, usageLine) {
+function commandArgs(args, flags, usageLine, valued = []) {
   try {
-    const options = Object.fromEntries(flags.map((flag) => [flag, { type: 'boolean' }]));
+    const options = Object.fromEntries([...flags.map((flag) => [flag, { type: 'boolean' }]), ...valued.map((option) => [option, { type: 'string' }])]);
     const { values, positionals } = parseArgs({ args, options, allowPositionals: true, strict: true });
     return { values, names: positionals };
   } catch (error) {
@@ -67,15 +67,24 @@ function shmPathProblem(command, given) {
   return new CommandError(EXIT.USAGE, 'ERR_USAGE', `${JSON.stringify(given)} is a path; name the table instead: waitprep ${command} ${bare}`);
 }
 
-/** `<table> [--json]`. */
+/** `<table> [--json] [--trust-uid UID] [--trust-group-writable]`. */
 function inspectArgs(command, args) {
-  const { values, names } = commandArgs(args, ['json'], `waitprep ${command} <table> [--json]`);
+  const usageLine = `waitprep ${command} <table> [--json] [--trust-uid UID] [--trust-group-writable]`;
+  const { values, names } = commandArgs(args, ['json', 'trust-group-writable'], usageLine, ['trust-uid']);
   if (names.length !== 1) {
     throw usage(command, names.length === 0 ? 'the table name is missing' : `expected one table name, got ${names.length}`);
   }
   const problem = shmPathProblem(command, names[0]);
   if (problem !== null) throw problem;
-  return { name: names[0], json: values.json === true };
+  const trust = {};
+  if (values['trust-uid'] !== undefined) {
+    if (!/^\d{1,10}$/.test(values['trust-uid']) || Number(values['trust-uid']) > 0xffff_ffff) {
+      throw usage(command, `--trust-uid must be a uid from 0 to 4294967295, got ${JSON.stringify(values['trust-uid'])}`);
+    }
+    trust.uid = Number(values['trust-uid']);
+  }
+  if (values['trust-group-writable'] === true) trust.groupWritable = true;
+  return { name: names[0], json: values.json === true, trust };
 }
 
 /** What the segment's first bytes say, for a refusal message: another ABI version, or no table at all. */
@@ -93,9 +102,9 @@ function describeForeignSegment(name) {
 }
 
 /** Opens the table as a consumer of the native implementation, or throws a CommandError. */
-function openForOperator(command, name) {
+function openForOperator(command, name, trust = {}) {
   try {
-    return openLeaseTable({ name, role: 'consumer', implementation: 'native' });
+    return openLeaseTable({ name, role: 'consumer', implementation: 'native', trust });
   } catch (error) {
     const code = error?.code ?? 'ERR_SYSTEM';
     switch (code) {
@@ -106,6 +115,10 @@ function openForOperator(command, name) {
       case 'ERR_BAD_SEGMENT':
         throw new CommandError(EXIT.BAD_SEGMENT, code,
           `refusing /dev/shm/${name}: ERR_BAD_SEGMENT, not a lease table of this ABI (corrupt, truncated or foreign); ${describeForeignSegment(name)}`);
+      case 'ERR_UNTRUSTED_SEGMENT':
+        throw new CommandError(EXIT.ERROR, code, command === 'clean'
+          ? error.message
+          : `${error.message}. For a table shared across users on purpose: waitprep ${command} ${name} --trust-uid <owner uid> [--trust-group-writable]`);
       case 'ERR_NO_CLIENT_SLOT':
         throw new CommandError(EXIT.ERROR, code, `${JSON.stringify(name)}: all 64 client entries are held by live clients, so this command cannot register to look`);
       case 'ERR_NATIVE_UNAVAILABLE':
@@ -272,7 +285,7 @@ async function runCommand(command, args, body) {
     const parsed = inspectArgs(command, args);
     json = parsed.json;
     name = parsed.name;
-    const table = openForOperator(command, name);
+    const table = openForOperator(command, name, parsed.trust);
     let outcome;
     try {
       outcome = body(name, table);

@@ -43,19 +43,23 @@ details: docs/operations.md`;
 
 /** `waitprep <command> --help` of the operator's commands (the demo prints its own). */
 const COMMAND_USAGE = {
-  inspect: `usage: waitprep inspect <table> [--json]
+  inspect: `usage: waitprep inspect <table> [--json] [--trust-uid UID] [--trust-group-writable]
 
 Lists a native lease table's slots (state, generation, pin holders), its registered clients with
 whether each is alive, and its producer; this inspector's own client entry is left out. --json
 prints one JSON object. Exit 1 when dead clients hold pins or the producer is dead.
 
+Like every open, it accepts only a table file owned by this user that neither group nor others
+may write; --trust-uid also accepts files owned by UID, --trust-group-writable group-writable ones.
+
 ${TABLE_NAME}
 
 ${EXIT_CODES}`,
-  reap: `usage: waitprep reap <table> [--json]
+  reap: `usage: waitprep reap <table> [--json] [--trust-uid UID] [--trust-group-writable]
 
 Releases the pins and client entries of dead processes (and a dead producer's role) in a table
-that stays in use, and says which. --json prints one JSON object.
+that stays in use, and says which. --json prints one JSON object. --trust-uid and
+--trust-group-writable: as for inspect.
 
 ${TABLE_NAME}
 

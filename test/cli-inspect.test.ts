@@ -4,7 +4,7 @@
 // a missing table is exit 3, a corrupt or other-ABI segment exit 4, bad usage exit 2, no addon
 // exit 5. The CLI imports the package by name ('waitprep', 'waitprep/layout': dist/): run `npm run build` first.
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey } from '../lib/index.js';
@@ -228,6 +228,24 @@ describe.runIf(runsIf('waitprep inspect and reap (native)', NATIVE))('waitprep i
       const human = cli([command, name]);
       expect(human.status).toBe(3);
       expect(human.stderr).toContain(name);
+    }
+  });
+
+  it('refuses a table file others may write (exit 5, naming owner and mode) unless told to trust it', () => {
+    const name = tableName();
+    open({ name, role: 'producer', create: { capacity: 8 } });
+    chmodSync(`/dev/shm/${name}`, 0o660);
+    for (const command of ['inspect', 'reap']) {
+      const refused = cliJson([command, name]);
+      expect(refused.status).toBe(5);
+      expect(refused.report.error.code).toBe('ERR_UNTRUSTED_SEGMENT');
+      expect(refused.report.error.message).toContain('with mode 0o660');
+      expect(refused.report.error.message).toContain(`waitprep ${command} ${name} --trust-uid <owner uid> [--trust-group-writable]`);
+      expect(cliJson([command, name, '--trust-group-writable']).status).toBe(0);
+      expect(cliJson([command, name, '--trust-group-writable', '--trust-uid', String(process.geteuid!())]).status).toBe(0);
+      const bad = cli([command, name, '--trust-uid', 'root']);
+      expect(bad.status).toBe(2);
+      expect(bad.stderr).toContain('--trust-uid must be a uid from 0 to 4294967295, got "root"');
     }
   });
 
