@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, openLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
 import { selfThread } from '../lib/lease-table/liveness.js';
 import { KEY_COUNT, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
+import { threadReleased } from './fixtures/os-thread.mjs';
 import { runsIf } from './skip-reasons.js';
 
 const FIXTURE = join(import.meta.dirname, 'fixtures', 'fallback-worker-pin.mjs');
@@ -22,6 +23,8 @@ type Hold = 'spin' | 'wait' | 'busy-until' | 'wait-until';
 interface Pinned {
   client: number;
   thread: number;
+  /** Its OS thread id. */
+  tid: number;
   pinned: number;
 }
 
@@ -82,6 +85,7 @@ describe.runIf(runsIf('JS lease table: terminated worker_threads', PROC_THREAD))
         for (let j = 0; j < batch.length; j++) expect(producer.tryEvict(keys[(next + j) % KEY_COUNT]!)).toBe('pinned');
         await Promise.all(batch.map(({ worker }) => worker.terminate()));
         started.splice(started.length - batch.length);
+        expect(await Promise.all(reports.map((r) => threadReleased(r.tid)))).toEqual(reports.map(() => true));
       }
 
       // Terminated workers' entries were reaped by the opens that found the registry full, and

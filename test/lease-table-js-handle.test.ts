@@ -2,7 +2,7 @@
 // the same layout and protocol as native/src/table.c over a SharedArrayBuffer.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -10,6 +10,7 @@ import { threadId, Worker } from 'node:worker_threads';
 import { transformWithOxc } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TableHandle } from '../lib/lease-table/handle.js';
+import { taskStartTime, threadReleased } from './fixtures/os-thread.mjs';
 import { homeSlotFor, jsTableBuffer, openJsHandle, unlinkJsTable } from '../lib/lease-table/js-handle.js';
 import {
   CLIENT_FIELD,
@@ -883,12 +884,14 @@ describe('JS lease table: worker_threads', () => {
     // Both run no JavaScript the reaper could see, one blocked, one in a loop: both live.
     expect(p.reapDeadClients()).toBe(0);
     await spinning.worker.terminate();
+    expect(await threadReleased(spinning.tid)).toBe(true);
     expect(p.reapDeadClients()).toBe(1);
     expect(clientState(peek.clientWord(spinning.client))).toBe(CLIENT_STATE.FREE);
     expect(peek.mask(slot)).toBe(bits(waiting.client));
     expect(p.tryEvict(d)).toBe(STATUS.PINNED);
     expect(p.reapDeadClients()).toBe(0);
     await waiting.worker.terminate();
+    expect(await threadReleased(waiting.tid)).toBe(true);
     expect(p.reapDeadClients()).toBe(1);
     expect(peek.mask(slot)).toBe(0n);
     expect(p.tryEvict(d)).toBe(STATUS.OK);
@@ -905,7 +908,7 @@ describe('JS lease table: worker_threads', () => {
     const live = await holder('wait');
     const dead = await holder('spin');
     await dead.worker.terminate();
-    expect(existsSync(`/proc/self/task/${dead.tid}`)).toBe(false);
+    expect(await threadReleased(dead.tid)).toBe(true);
     const ofThread = (i: number, word: bigint, tid: number, tidStart: bigint): void => {
       peek.setClient(i, word, start, ns);
       peek.view.setUint32(CLIENTS_OFFSET + i * CLIENT_SIZE + OS_THREAD, tid, true);
@@ -931,6 +934,7 @@ describe('JS lease table: worker_threads', () => {
     expect(peek.mask(3)).toBe((1n << 14n) | (1n << 15n));
     expect(p.reapDeadClients()).toBe(0);
     await live.worker.terminate();
+    expect(await threadReleased(live.tid)).toBe(true);
     expect(p.reapDeadClients()).toBe(2);
     expect(peek.mask(3)).toBe(0n);
     p.close();
@@ -1124,12 +1128,6 @@ interface Held {
   client: number;
   tid: number;
   startTime: bigint;
-}
-
-/** A thread's start time, from /proc/self/task/TID/stat field 22. */
-function taskStartTime(tid: number): bigint {
-  const text = readFileSync(`/proc/self/task/${tid}/stat`, 'latin1');
-  return BigInt(text.slice(text.lastIndexOf(')') + 2).split(' ')[19]!);
 }
 
 /**

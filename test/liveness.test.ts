@@ -12,6 +12,7 @@ import { transformWithOxc } from 'vite';
 import { Worker } from 'node:worker_threads';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ClientInspection, TableInspection } from '../lib/index.js';
+import { taskStartTime, threadReleased } from './fixtures/os-thread.mjs';
 import { judgeInspection } from '../lib/lease-table/inspect.js';
 import {
   clientIsDead,
@@ -272,10 +273,6 @@ async function threadOfWorker(hold: 'wait' | 'spin'): Promise<{ worker: Worker; 
   const [tid] = (await once(worker, 'message')) as [number];
   return { worker, tid, startTime: taskStartTime(tid) };
 }
-function taskStartTime(tid: number): bigint {
-  const text = readFileSync(`/proc/self/task/${tid}/stat`, 'latin1');
-  return BigInt(text.slice(text.lastIndexOf(')') + 2).split(' ')[19]!);
-}
 const workers: Worker[] = [];
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.terminate()));
@@ -315,7 +312,7 @@ parentPort.postMessage({ tid: t.tid, startTime: String(t.startTime), link: readl
     expect(judgeThread(waiting.tid, waiting.startTime + 1n)).toEqual({ liveness: 'dead', reason: 'thread-reused' });
     await waiting.worker.terminate();
     await spinning.worker.terminate();
-    expect(existsSync(`/proc/self/task/${waiting.tid}`)).toBe(false);
+    expect([await threadReleased(waiting.tid), await threadReleased(spinning.tid)]).toEqual([true, true]);
     expect(judgeThread(waiting.tid, waiting.startTime)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
     expect(judgeThread(spinning.tid, spinning.startTime)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
   });
@@ -339,6 +336,7 @@ parentPort.postMessage({ tid: t.tid, startTime: String(t.startTime), link: readl
     expect(judgeReaper({ client: 1, serialLow15: 3 }, reaper)).toEqual({ liveness: 'alive', reason: 'thread-running' });
     expect(judgeClient(ofThread, { ...me, pidNs: 0n })).toEqual({ liveness: 'unknown', reason: 'observer-namespace-unknown' });
     await waiting.worker.terminate();
+    expect(await threadReleased(waiting.tid)).toBe(true);
     expect(judgeClient(ofThread)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
     expect(judgeReaper({ client: 1, serialLow15: 3 }, reaper)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
   });
