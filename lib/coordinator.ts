@@ -55,6 +55,11 @@ export interface WaitCoordinatorOptions {
   historyLimit: number;
   /** Clock in milliseconds for `IssuedWorkUnit.issuedAt`. Default `performance.now`. */
   now?: () => number;
+  /**
+   * Opt-in: most units in flight at once, issued in FIFO order (default 1, the
+   * design note's policy). Each unit still needs its own `beginNext` grant.
+   */
+  maxInFlight?: number;
 }
 
 /** Fires a unit's abort (module-private: only the coordinator aborts units). */
@@ -159,7 +164,9 @@ interface WaitRecord {
   demand: Demand | null;
 }
 
-const OPTION_NAMES: ReadonlySet<keyof WaitCoordinatorOptions> = new Set(['backend', 'maxQueued', 'maxWaiting', 'historyLimit', 'now']);
+const OPTION_NAMES: ReadonlySet<keyof WaitCoordinatorOptions> = new Set(['backend', 'maxQueued', 'maxWaiting', 'historyLimit', 'now', 'maxInFlight']);
+/** The most units `maxInFlight` may allow: `complete` walks the units in flight. */
+const MAX_IN_FLIGHT_LIMIT = 1024;
 
 /** Base-36 digits that spell a slab index inside a ticket. */
 const INDEX_DIGITS = 6;
@@ -199,7 +206,7 @@ const MAX_MISS_REASONS = 64;
 /**
  * The wait-queue coordinator: admits demand when an agent starts waiting,
  * deduplicates compatible demand in one bounded FIFO with at most one unit in
- * flight, issues that unit only against an explicit resource grant, and at
+ * flight (or `maxInFlight`), issues that unit only against an explicit resource grant, and at
  * wakeup pins a ready artifact through the backend or returns a miss.
  *
  * One event loop owns it: calls from another thread throw `ERR_WRONG_THREAD`,
@@ -211,6 +218,7 @@ export class WaitCoordinator {
   readonly #maxQueued: number;
   readonly #maxWaiting: number;
   readonly #historyLimit: number;
+  readonly #maxInFlight: number;
   readonly #now: () => number;
   readonly #thread: number;
   /** Random per instance, so no other coordinator accepts these tickets. */
@@ -238,7 +246,14 @@ export class WaitCoordinator {
   #head: Demand | null = null;
   #tail: Demand | null = null;
   #queued = 0;
-  #inFlight: Demand | null = null;
+  /**
+   * Units in flight, oldest first, linked through `prev`/`next` (free while a
+   * demand is not queued). With the default `maxInFlight` of 1 the list holds
+   * at most one; `complete` walks it, at most `maxInFlight` steps.
+   */
+  #flightHead: Demand | null = null;
+  #flightTail: Demand | null = null;
+  #inFlightCount = 0;
   #closed = false;
   #inBackend = false;
   /** An abort to fire once the current call has left the state consistent. */
@@ -279,6 +294,11 @@ export class WaitCoordinator {
       throw invalidArgument('options.maxWaiting', `at most ${MAX_WAITING_LIMIT}`, options.maxWaiting);
     }
     this.#historyLimit = nonNegativeInteger('options.historyLimit', options.historyLimit);
+    const maxInFlight = options.maxInFlight ?? 1;
+    if (!Number.isInteger(maxInFlight) || maxInFlight < 1 || maxInFlight > MAX_IN_FLIGHT_LIMIT) {
+      throw invalidArgument('options.maxInFlight', `an integer in [1, ${MAX_IN_FLIGHT_LIMIT}]`, options.maxInFlight);
+    }
+    this.#maxInFlight = maxInFlight;
     if (options.now !== undefined && typeof options.now !== 'function') {
       throw invalidArgument('options.now', 'a function returning milliseconds', options.now);
     }
@@ -389,7 +409,8 @@ export class WaitCoordinator {
   /**
    * Issues the next queued unit to an external worker against the caller's
    * explicit resource grant (`ERR_GRANT_REQUIRED` without one). Returns `null`
-   * while a unit is in flight, when the queue is empty, or after shutdown.
+   * while `maxInFlight` units (default 1) are in flight, when the queue is
+   * empty, or after shutdown.
    */
   beginNext(grant: ResourceGrant): IssuedWorkUnit | null {
     this.#enter();
@@ -398,12 +419,16 @@ export class WaitCoordinator {
       throw grantRequired(grant);
     }
     const demand = this.#head;
-    if (this.#closed || this.#inFlight !== null || demand === null) return null;
+    if (this.#closed || this.#inFlightCount >= this.#maxInFlight || demand === null) return null;
     this.#unlink(demand);
     demand.state = IN_FLIGHT;
     const work = new IssuedWorkUnit(`${this.#prefix}u${(this.#nextWork++).toString(36)}`, demand, this.#copyGrant(grant), this.#now());
     demand.work = work;
-    this.#inFlight = demand;
+    demand.prev = this.#flightTail;
+    if (this.#flightTail === null) this.#flightHead = demand;
+    else this.#flightTail.next = demand;
+    this.#flightTail = demand;
+    this.#inFlightCount++;
     this.#issued++;
     if (beginChannel.hasSubscribers) {
       beginChannel.publish({
@@ -420,8 +445,8 @@ export class WaitCoordinator {
   }
 
   /**
-   * Reports the outcome of an issued unit. Only the currently issued unit
-   * (matched by `id`) applies; anything else is `'stale'` and changes nothing.
+   * Reports the outcome of an issued unit. Only a unit in flight (matched by
+   * `id`) applies; anything else is `'stale'` and changes nothing.
    */
   complete(work: WorkUnit, outcome: Outcome): 'applied' | 'stale' {
     this.#enter();
@@ -429,14 +454,20 @@ export class WaitCoordinator {
       throw invalidArgument('outcome', '{ ok: true } or { ok: false, error }', outcome);
     }
     if (!isObject(work)) throw invalidArgument('work', 'a WorkUnit from beginNext()', work);
-    const demand = this.#inFlight;
-    if (demand === null || demand.work === null || demand.work.id !== work.id) {
+    let demand = this.#flightHead;
+    while (demand !== null && demand.work!.id !== work.id) demand = demand.next;
+    if (demand === null) {
       this.#staleEvents++;
       if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'complete', id: work.id } satisfies StaleMessage);
       return 'stale';
     }
-    const work0 = demand.work;
-    this.#inFlight = null;
+    const work0 = demand.work!;
+    if (demand.prev === null) this.#flightHead = demand.next;
+    else demand.prev.next = demand.next;
+    if (demand.next === null) this.#flightTail = demand.prev;
+    else demand.next.prev = demand.prev;
+    demand.prev = demand.next = null;
+    this.#inFlightCount--;
     demand.work = null;
     const wasBusy = isBusy(demand);
     demand.state = IDLE;
@@ -554,7 +585,7 @@ export class WaitCoordinator {
   shutdown(): { drained: boolean; inFlight: IssuedWorkUnit | null } {
     this.#enter();
     this.#closed = true;
-    const result = { drained: this.#inFlight === null, inFlight: this.#inFlight?.work ?? null };
+    const result = { drained: this.#inFlightCount === 0, inFlight: this.#flightHead?.work ?? null };
     if (shutdownChannel.hasSubscribers) {
       shutdownChannel.publish({
         drained: result.drained,
@@ -573,7 +604,7 @@ export class WaitCoordinator {
       waitsByStatus: { ...this.#admitted, overloaded: this.#overloads, rejected: this.#rejected } satisfies Record<WaitStatus, number>,
       joins: this.#admitted.joined + this.#admitted['in-flight'],
       queued: this.#queued,
-      inFlight: this.#inFlight === null ? 0 : 1,
+      inFlight: this.#inFlightCount,
       issued: this.#issued,
       completed: this.#completed,
       failed: this.#failed,
@@ -591,11 +622,12 @@ export class WaitCoordinator {
   }
 
   /**
-   * The unit in flight, or `null`: for a driver that lost its unit (a worker
-   * crashed) and must still report it with `complete`.
+   * The unit in flight (with `maxInFlight` above 1, the oldest), or `null`: for
+   * a driver that lost its unit (a worker crashed) and must still report it
+   * with `complete`.
    */
   get inFlight(): IssuedWorkUnit | null {
-    return this.#inFlight?.work ?? null;
+    return this.#flightHead?.work ?? null;
   }
 
   /** True once `shutdown()` has been called. */

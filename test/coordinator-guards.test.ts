@@ -226,11 +226,11 @@ describe('WaitCoordinator: bad input is an error, never silently accepted', () =
     });
 
     it('rejects an unknown option, naming it, the known ones and what came', () => {
-      expect(() => new WaitCoordinator({ backend, maxQueued: 1, maxWaiting: 1, historyLimit: 1, maxInFlight: 2 } as never)).toThrow(
+      expect(() => new WaitCoordinator({ backend, maxQueued: 1, maxWaiting: 1, historyLimit: 1, maxWorkers: 2 } as never)).toThrow(
         expect.objectContaining({
           code: 'ERR_INVALID_ARGUMENT',
-          field: 'options.maxInFlight',
-          message: 'Expected `options.maxInFlight` to be absent (unknown option; known options: backend, maxQueued, maxWaiting, historyLimit, now), got 2 (number)',
+          field: 'options.maxWorkers',
+          message: 'Expected `options.maxWorkers` to be absent (unknown option; known options: backend, maxQueued, maxWaiting, historyLimit, now, maxInFlight), got 2 (number)',
         }),
       );
     });
