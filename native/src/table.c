@@ -148,7 +148,7 @@ static int digest_equals(const wp_table *t, uint32_t slot, const uint8_t digest[
   return 1;
 }
 
-static void read_meta(const wp_table *t, uint32_t slot, wp_meta *out) {
+static inline __attribute__((always_inline)) void read_meta(const wp_table *t, uint32_t slot, wp_meta *out) {
   const uint64_t *m = slot_word(t, slot, WP_SLOT_META);
   /* Relaxed: ordered after the acquire/seq_cst state reads that validated the slot. */
   out->size_bytes = __atomic_load_n(&m[0], __ATOMIC_RELAXED);
@@ -689,7 +689,7 @@ int wp_unlink(const char *name) {
 
 /* ---- consumer side ------------------------------------------------------------------- */
 
-static int lease_acquire(wp_table *t, uint32_t slot, uint64_t *token) {
+static inline __attribute__((always_inline)) int lease_acquire(wp_table *t, uint32_t slot, uint64_t *token) {
   if (t->lease_free == UINT32_MAX) {
     uint32_t cap = t->lease_cap ? t->lease_cap * 2 : 256;
     lease_record *grown = realloc(t->leases, (size_t)cap * sizeof *grown);
@@ -713,7 +713,7 @@ static int lease_acquire(wp_table *t, uint32_t slot, uint64_t *token) {
 /* Reads the slot's device record under its seqlock and compares it with the target. Called
  * while this client holds a pin on the slot, so the slot cannot be evicted or reused during
  * the read: only a newer record (a higher, even sequence) can race with it. */
-static int check_device_record(const wp_table *t, uint32_t slot, const wp_device_record *target) {
+static inline __attribute__((always_inline)) int check_device_record(const wp_table *t, uint32_t slot, const wp_device_record *target) {
   uint64_t *rec = slot_word(t, slot, WP_SLOT_DEVICE);
   for (int attempt = 0; attempt < 8; attempt++) {
     /* acquire: the fields written before this sequence was stored are visible. */
@@ -742,7 +742,7 @@ static int check_device_record(const wp_table *t, uint32_t slot, const wp_device
  * this handle. Called under consumer_lock: the private count and the shared bit change together,
  * so no other thread of the handle sees a count above zero while the bit is still (or already)
  * clear. */
-static int pin_found(wp_table *t, uint32_t slot, uint64_t sg, const wp_device_record *target, wp_lease *out) {
+static inline __attribute__((always_inline)) int pin_found(wp_table *t, uint32_t slot, uint64_t sg, const wp_device_record *target, wp_lease *out) {
   const uint64_t bit = 1ull << t->client;
   uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
   uint32_t pins = pins_of(t, slot);
@@ -785,8 +785,8 @@ static int pin_found(wp_table *t, uint32_t slot, uint64_t sg, const wp_device_re
   return WP_OK;
 }
 
-int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *target, wp_lease *out) {
-  if (t == NULL || digest == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
+/* wp_try_pin after its argument checks; wp_try_pin_prefix runs it once per digest. */
+static inline __attribute__((always_inline)) int try_pin_checked(wp_table *t, const uint8_t digest[32], const wp_device_record *target, wp_lease *out) {
   uint32_t slot = home_slot(t, digest);
   int seen = WP_MISS_ABSENT;
   /* The probe reads shared words only and takes no lock: a miss never waits for another thread. */
@@ -805,8 +805,65 @@ int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *ta
   return seen;
 }
 
-int wp_unpin(wp_table *t, const wp_lease *lease) {
-  if (t == NULL || lease == NULL) return WP_ERR_INVALID_ARGUMENT;
+int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *target, wp_lease *out) {
+  if (t == NULL || digest == NULL || out == NULL) return WP_ERR_INVALID_ARGUMENT;
+  return try_pin_checked(t, digest, target, out);
+}
+
+/* How often wp_try_pin_exact looks again at a slot it found EVICTING at the right generation.
+ * While the handing client holds its pin, an eviction claim always rolls back within a few of the
+ * producer's instructions, so a few looks nearly always see READY again; the bound keeps the call
+ * from waiting on a producer that was preempted or died mid-claim (the reaper settles that one). */
+#define EXACT_EVICTING_RETRIES 64
+
+int wp_try_pin_exact(wp_table *t, uint32_t slot, uint64_t generation, const uint8_t digest[32], const wp_device_record *target,
+                     wp_lease *out) {
+  if (t == NULL || digest == NULL || out == NULL || slot >= t->capacity || generation >> (64 - STATE_BITS) != 0) {
+    return WP_ERR_INVALID_ARGUMENT;
+  }
+  uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
+  for (int attempt = 0;; attempt++) {
+    /* acquire: as in wp_try_pin, the digest and meta written before this state are visible. */
+    uint64_t sg = __atomic_load_n(sg_word, __ATOMIC_ACQUIRE);
+    /* The digest is read after the state, as in the probe; a slot freed and refilled meanwhile
+     * has a new generation, which pin_found's re-read of the state word catches. */
+    if (gen_of(sg) != generation || state_of(sg) == WP_SLOT_FREE || !digest_equals(t, slot, digest)) return WP_MISS_STALE_HANDOFF;
+    if (state_of(sg) == WP_SLOT_RESERVED) return WP_MISS_PREPARING;
+    if (!t->single_thread) handle_lock(&t->consumer_lock);
+    int rc = pin_found(t, slot, sg, target, out);
+    if (!t->single_thread) handle_unlock(&t->consumer_lock);
+    if (rc == WP_MISS_CONTENDED && gen_of(__atomic_load_n(sg_word, __ATOMIC_ACQUIRE)) != generation) return WP_MISS_STALE_HANDOFF;
+    if (rc != WP_MISS_EVICTING || attempt == EXACT_EVICTING_RETRIES) return rc;
+    cpu_relax();
+  }
+}
+
+int wp_try_pin_prefix(wp_table *t, const uint8_t *digests, uint32_t n, const wp_device_record *target, wp_lease *leases) {
+  if (t == NULL || n > INT32_MAX || (n > 0 && (digests == NULL || leases == NULL))) return -WP_ERR_INVALID_ARGUMENT;
+  /* Each pin takes and drops the consumer lock itself, as wp_try_pin does: another thread of
+   * the handle never waits for a whole prefix. */
+  uint32_t run = 0;
+  while (run < n && try_pin_checked(t, digests + (size_t)run * 32, target, &leases[run]) == WP_OK) run++;
+  return (int)run;
+}
+
+int wp_peek(const wp_table *t, const uint8_t digest[32]) {
+  if (t == NULL || digest == NULL) return WP_ERR_INVALID_ARGUMENT;
+  uint32_t slot = home_slot(t, digest);
+  int seen = WP_MISS_ABSENT;
+  /* The probe of wp_try_pin, reading shared words only; no pin, no lock. */
+  for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
+    /* acquire: pairs with the producer's release of the state, as in the probe. */
+    uint64_t state = state_of(__atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE));
+    if (state == WP_SLOT_FREE || !digest_equals(t, slot, digest)) continue;
+    if (state == WP_SLOT_READY) return WP_OK;
+    seen = state == WP_SLOT_RESERVED ? WP_MISS_PREPARING : WP_MISS_EVICTING;
+  }
+  return seen;
+}
+
+/* wp_unpin after its argument check; wp_unpin_many runs it once per lease. */
+static inline __attribute__((always_inline)) int unpin_checked(wp_table *t, const wp_lease *lease) {
   uint32_t index = (uint32_t)lease->token;
   uint32_t gen = (uint32_t)(lease->token >> 32);
   if (!t->single_thread) handle_lock(&t->consumer_lock);
@@ -828,6 +885,18 @@ int wp_unpin(wp_table *t, const wp_lease *lease) {
   }
   if (!t->single_thread) handle_unlock(&t->consumer_lock);
   return WP_OK;
+}
+
+int wp_unpin(wp_table *t, const wp_lease *lease) {
+  if (t == NULL || lease == NULL) return WP_ERR_INVALID_ARGUMENT;
+  return unpin_checked(t, lease);
+}
+
+int wp_unpin_many(wp_table *t, const wp_lease *leases, uint32_t n) {
+  if (t == NULL || n > INT32_MAX || (n > 0 && leases == NULL)) return -WP_ERR_INVALID_ARGUMENT;
+  int released = 0;
+  for (uint32_t i = 0; i < n; i++) released += unpin_checked(t, &leases[i]) == WP_OK;
+  return released;
 }
 
 /* ---- producer side ------------------------------------------------------------------- */

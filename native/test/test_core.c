@@ -5,10 +5,12 @@
  *   test_core unit      protocol cases in one process (and a forked child on a small
  *                       /dev/shm, where a private mount namespace is permitted)
  *   test_core stress    1 producer thread + 3 pinner threads, each its own client
- *   test_core shared    4 pinner threads on one consumer handle, 2 evictors on one producer
- *                       handle [milliseconds, default 2000]
+ *   test_core shared    4 pinner threads on one consumer handle (one pins prefixes, one adds
+ *                       exact pins), 2 evictors on one producer handle [milliseconds, default 2000]
  *   test_core pinbench  a benchmark, not a test: one thread's pin + unpin through a thread-safe
  *                       handle and a WP_OPEN_SINGLE_THREAD one [iterations, default 10^7]
+ *   test_core prefixbench  a benchmark: a 128-chunk prefix through wp_try_pin_prefix against 128
+ *                       single pins [iterations per round, default 10^5]
  *   test_core reap      a forked child pins, is SIGKILLed, and is reaped
  *   test_core reaper    a reaper is SIGKILLed mid-reap; the next reap finishes its work
  */
@@ -253,17 +255,31 @@ static void *shared_pinner(void *arg) {
   uint64_t bit = 1ull << wp_client_index(shared_consumer);
   uint8_t d[SHARED_KEYS][32];
   for (uint32_t k = 0; k < SHARED_KEYS; k++) digest_for(k, d[k]);
-  wp_lease held[3];
-  uint32_t held_key[3];
+  wp_lease held[4];
+  uint32_t held_key[4];
+  uint8_t run[3][32];
   unsigned long long n = 0;
   while (!__atomic_load_n(&shared_stop, __ATOMIC_RELAXED)) {
     /* Hold up to three leases at once (a shared key twice, and an own key), so that pins and
-     * unpins of one slot by different threads interleave at every count, not only 0 <-> 1. */
+     * unpins of one slot by different threads interleave at every count, not only 0 <-> 1. The
+     * last pinner takes its three as one prefix and releases them with wp_unpin_many; the one
+     * before it also takes a fourth, an exact pin of its first lease's slot and generation. */
     int holding = 0;
     uint32_t keys[3] = {(uint32_t)(n % 8), (uint32_t)((n + 1) % 8), 8 + 4 * (uint32_t)id + (uint32_t)(n % 4)};
     if (n % 3 == 0) keys[1] = keys[0];
-    for (int j = 0; j < 3; j++) {
-      if (wp_try_pin(shared_consumer, d[keys[j]], NULL, &held[holding]) == WP_OK) held_key[holding++] = keys[j];
+    if (id == SHARED_PINNERS - 1) {
+      for (int j = 0; j < 3; j++) memcpy(run[j], d[keys[j]], 32);
+      holding = wp_try_pin_prefix(shared_consumer, &run[0][0], 3, NULL, held);
+      for (int j = 0; j < holding; j++) held_key[j] = keys[j];
+    } else {
+      for (int j = 0; j < 3; j++) {
+        if (wp_try_pin(shared_consumer, d[keys[j]], NULL, &held[holding]) == WP_OK) held_key[holding++] = keys[j];
+      }
+    }
+    if (id == SHARED_PINNERS - 2 && holding > 0 &&
+        wp_try_pin_exact(shared_consumer, held[0].slot, held[0].generation, d[held_key[0]], NULL, &held[holding]) == WP_OK) {
+      held_key[holding] = held_key[0];
+      holding++;
     }
     for (int j = 0; j < holding; j++) {
       uint64_t sg = wp_slot_state_gen(shared_consumer, held[j].slot);
@@ -273,8 +289,12 @@ static void *shared_pinner(void *arg) {
       }
       if ((wp_slot_pin_mask(shared_consumer, held[j].slot) & bit) == 0) __atomic_fetch_add(&held_without_bit, 1, __ATOMIC_RELAXED);
     }
-    for (int j = holding - 1; j >= 0; j--) {
-      if (wp_unpin(shared_consumer, &held[j]) != WP_OK) __atomic_fetch_add(&stale_unpins, 1, __ATOMIC_RELAXED);
+    if (id == SHARED_PINNERS - 1) {
+      if (wp_unpin_many(shared_consumer, held, (uint32_t)holding) != holding) __atomic_fetch_add(&stale_unpins, 1, __ATOMIC_RELAXED);
+    } else {
+      for (int j = holding - 1; j >= 0; j--) {
+        if (wp_unpin(shared_consumer, &held[j]) != WP_OK) __atomic_fetch_add(&stale_unpins, 1, __ATOMIC_RELAXED);
+      }
     }
     n++;
   }
@@ -368,6 +388,189 @@ static void test_shared_handles(unsigned long long millis) {
   wp_unlink(shared_name);
 }
 
+/* ---- handoff: one client's lease taken over by another with wp_try_pin_exact ------------ */
+
+/* The state word of `slot`, writable: the tests put a slot in EVICTING by hand to stand for a
+ * producer stopped between its claim and its rollback. */
+static uint64_t *state_word(wp_table *t, uint32_t slot) {
+  uint8_t *base = (uint8_t *)wp_segment(t, NULL);
+  return (uint64_t *)(base + WP_HEADER_SIZE + (size_t)WP_MAX_CLIENTS * WP_CLIENT_SIZE + (size_t)slot * WP_SLOT_SIZE + WP_SLOT_STATE_GEN);
+}
+
+static void test_handoff(void) {
+  char name[96];
+  table_name(name, sizeof name, "handoff");
+  wp_table *p = NULL, *orch = NULL, *engine = NULL;
+  CHECK_RC(wp_open(name, 1, 64, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &orch), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &engine), WP_OK);
+  if (p == NULL || orch == NULL || engine == NULL) return;
+  publish(p, 1);
+  uint8_t d1[32], d2[32];
+  digest_for(1, d1);
+  digest_for(2, d2);
+  uint64_t orch_bit = 1ull << wp_client_index(orch), engine_bit = 1ull << wp_client_index(engine);
+
+  /* The rule: the orchestrator holds its lease until the engine holds its own, then closes. */
+  wp_lease held, taken, again;
+  CHECK_RC(wp_try_pin(orch, d1, NULL, &held), WP_OK);
+  CHECK_RC(wp_try_pin_exact(engine, held.slot, held.generation, d1, NULL, &taken), WP_OK);
+  CHECK(taken.slot == held.slot && taken.generation == held.generation);
+  CHECK(taken.meta.location == held.meta.location && taken.meta.checksum == held.meta.checksum);
+  CHECK(wp_client_pins(engine, held.slot) == 1 && wp_client_pins(orch, held.slot) == 1);
+  CHECK(wp_slot_pin_mask(p, held.slot) == (orch_bit | engine_bit));
+  CHECK_RC(wp_unpin(orch, &held), WP_OK);
+  CHECK_RC(wp_try_evict(p, d1), WP_PINNED); /* the engine's pin holds it alone now */
+  /* A second exact pin by the holder goes through the held-bit path and counts. */
+  CHECK_RC(wp_try_pin_exact(engine, taken.slot, taken.generation, d1, NULL, &again), WP_OK);
+  CHECK(wp_client_pins(engine, taken.slot) == 2);
+  CHECK(wp_unpin_many(engine, (wp_lease[]){taken, again}, 2) == 2);
+  CHECK(wp_slot_pin_mask(p, taken.slot) == 0 && wp_client_pins(engine, taken.slot) == 0);
+
+  /* A device target is checked as wp_try_pin checks it, and a device miss leaves no pin. */
+  wp_device_record target = {{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}, 3, 1, 0};
+  CHECK_RC(wp_try_pin_exact(engine, taken.slot, taken.generation, d1, &target, &again), WP_MISS_NO_DEVICE_RECORD);
+  CHECK(wp_slot_pin_mask(p, taken.slot) == 0);
+
+  /* A producer stopped mid-claim: EVICTING at the right generation is retried a bounded few
+   * times, then reported; nothing is left pinned. */
+  uint64_t *sg = state_word(p, taken.slot);
+  uint64_t ready = __atomic_load_n(sg, __ATOMIC_ACQUIRE);
+  __atomic_store_n(sg, (ready & ~0xffull) | WP_SLOT_EVICTING, __ATOMIC_SEQ_CST);
+  CHECK_RC(wp_try_pin_exact(engine, taken.slot, taken.generation, d1, NULL, &again), WP_MISS_EVICTING);
+  CHECK(wp_slot_pin_mask(p, taken.slot) == 0 && wp_client_pins(engine, taken.slot) == 0);
+  __atomic_store_n(sg, ready, __ATOMIC_SEQ_CST);
+
+  /* A stale token: the artifact was evicted since (slot FREE, generation + 1). */
+  CHECK_RC(wp_try_evict(p, d1), WP_OK);
+  CHECK_RC(wp_try_pin_exact(engine, held.slot, held.generation, d1, NULL, &again), WP_MISS_STALE_HANDOFF);
+  /* A recycled slot: the same digest published again in the same slot, one generation on. */
+  publish(p, 1);
+  CHECK_RC(wp_try_pin(orch, d1, NULL, &again), WP_OK);
+  CHECK(again.slot == held.slot && again.generation == held.generation + 1);
+  CHECK_RC(wp_try_pin_exact(engine, held.slot, held.generation, d1, NULL, &taken), WP_MISS_STALE_HANDOFF);
+  CHECK(wp_client_pins(engine, held.slot) == 0 && (wp_slot_pin_mask(p, held.slot) & engine_bit) == 0);
+  CHECK_RC(wp_unpin(orch, &again), WP_OK);
+
+  /* Forged tokens: a slot beyond the capacity or a generation beyond 56 bits cannot name
+   * anything (invalid); a generation never reached, or the right slot and generation under
+   * another digest, looks stale. */
+  CHECK_RC(wp_try_pin_exact(engine, 64, 0, d1, NULL, &taken), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_try_pin_exact(engine, UINT32_MAX, 0, d1, NULL, &taken), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_try_pin_exact(engine, held.slot, 1ull << 56, d1, NULL, &taken), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_try_pin_exact(engine, held.slot, held.generation + 5, d1, NULL, &taken), WP_MISS_STALE_HANDOFF);
+  CHECK_RC(wp_try_pin_exact(engine, held.slot, held.generation + 1, d2, NULL, &taken), WP_MISS_STALE_HANDOFF);
+  CHECK_RC(wp_try_pin_exact(engine, (held.slot + 1) % 64, 0, d1, NULL, &taken), WP_MISS_STALE_HANDOFF); /* a FREE slot */
+  /* A reservation's slot and generation: not published yet. */
+  wp_reservation r;
+  CHECK_RC(wp_reserve(p, d2, &r), WP_OK);
+  CHECK_RC(wp_try_pin_exact(engine, r.slot, r.generation, d2, NULL, &taken), WP_MISS_PREPARING);
+  CHECK_RC(wp_abandon(p, &r), WP_OK);
+  CHECK_RC(wp_try_pin_exact(engine, r.slot, r.generation, d2, NULL, &taken), WP_MISS_STALE_HANDOFF);
+  for (uint32_t s = 0; s < 64; s++) CHECK(wp_slot_pin_mask(p, s) == 0);
+  wp_close(engine);
+  wp_close(orch);
+  wp_close(p);
+  wp_unlink(name);
+}
+
+/* A slot recycled for another artifact: in a one-slot table every digest lands in slot 0, so the
+ * slot the token names now holds a different key at the next generation. */
+static void test_handoff_recycled(void) {
+  char name[96];
+  table_name(name, sizeof name, "recycled");
+  wp_table *p = NULL, *c = NULL;
+  CHECK_RC(wp_open(name, 1, 1, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &c), WP_OK);
+  if (p == NULL || c == NULL) return;
+  uint8_t a[32], b[32];
+  digest_for(10, a);
+  digest_for(11, b);
+  publish(p, 10);
+  wp_lease first, lease;
+  CHECK_RC(wp_try_pin(p, a, NULL, &first), WP_OK);
+  CHECK_RC(wp_unpin(p, &first), WP_OK);
+  CHECK_RC(wp_try_evict(p, a), WP_OK);
+  publish(p, 11);
+  CHECK((wp_slot_state_gen(c, 0) >> 8) == first.generation + 1);
+  CHECK_RC(wp_try_pin_exact(c, first.slot, first.generation, a, NULL, &lease), WP_MISS_STALE_HANDOFF);
+  CHECK_RC(wp_try_pin_exact(c, first.slot, first.generation + 1, a, NULL, &lease), WP_MISS_STALE_HANDOFF);
+  CHECK_RC(wp_try_pin_exact(c, first.slot, first.generation, b, NULL, &lease), WP_MISS_STALE_HANDOFF);
+  CHECK(wp_slot_pin_mask(c, 0) == 0);
+  CHECK_RC(wp_try_pin_exact(c, first.slot, first.generation + 1, b, NULL, &lease), WP_OK);
+  CHECK(lease.meta.location == 11);
+  CHECK_RC(wp_unpin(c, &lease), WP_OK);
+  wp_close(c);
+  wp_close(p);
+  wp_unlink(name);
+}
+
+/* ---- prefix: one call pins the longest ready leading run; peek reads without pinning ---- */
+
+static void test_prefix(void) {
+  char name[96];
+  table_name(name, sizeof name, "prefix");
+  wp_table *p = NULL, *c = NULL;
+  CHECK_RC(wp_open(name, 1, 256, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &c), WP_OK);
+  if (p == NULL || c == NULL) return;
+  enum { N = 8 };
+  uint8_t digests[N][32];
+  for (uint32_t i = 0; i < N; i++) digest_for(100 + i, digests[i]);
+  for (uint32_t i = 0; i < 5; i++) publish(p, 100 + i); /* chunks 0-4 ready */
+  wp_reservation r;
+  CHECK_RC(wp_reserve(p, digests[5], &r), WP_OK); /* chunk 5 preparing */
+  publish(p, 106);                                  /* chunk 6 ready, after the gap */
+  wp_lease leases[N];
+  memset(leases, 0, sizeof leases);
+  CHECK(wp_try_pin_prefix(c, &digests[0][0], N, NULL, leases) == 5);
+  for (uint32_t i = 0; i < 5; i++) {
+    CHECK(leases[i].meta.location == 100 + i);
+    CHECK(wp_client_pins(c, leases[i].slot) == 1);
+    CHECK_RC(wp_try_evict(p, digests[i]), WP_PINNED);
+  }
+  CHECK(leases[5].token == 0 && leases[6].token == 0); /* past the run: untouched */
+  wp_lease chunk6;
+  CHECK_RC(wp_try_pin(c, digests[6], NULL, &chunk6), WP_OK);
+  CHECK(wp_client_pins(c, chunk6.slot) == 1);
+  CHECK_RC(wp_unpin(c, &chunk6), WP_OK);
+
+  /* peek: what a pin would answer, and no pin taken. */
+  CHECK_RC(wp_peek(c, digests[0]), WP_OK);
+  CHECK_RC(wp_peek(c, digests[5]), WP_MISS_PREPARING);
+  CHECK_RC(wp_peek(c, digests[7]), WP_MISS_ABSENT);
+  CHECK_RC(wp_peek(c, digests[6]), WP_OK);
+  uint32_t slot6 = chunk6.slot;
+  CHECK(wp_slot_pin_mask(p, slot6) == 0 && wp_client_pins(c, slot6) == 0);
+  uint64_t *sg = state_word(p, slot6);
+  uint64_t ready = __atomic_load_n(sg, __ATOMIC_ACQUIRE);
+  __atomic_store_n(sg, (ready & ~0xffull) | WP_SLOT_EVICTING, __ATOMIC_SEQ_CST);
+  CHECK_RC(wp_peek(c, digests[6]), WP_MISS_EVICTING);
+  __atomic_store_n(sg, ready, __ATOMIC_SEQ_CST);
+
+  /* unpin_many releases the run once; a second time, nothing. */
+  CHECK(wp_unpin_many(c, leases, 5) == 5);
+  CHECK(wp_unpin_many(c, leases, 5) == 0);
+  for (uint32_t i = 0; i < 5; i++) CHECK(wp_slot_pin_mask(p, leases[i].slot) == 0);
+  /* A run that starts with a miss is empty; a device target applies to every chunk. */
+  CHECK(wp_try_pin_prefix(c, &digests[5][0], 3, NULL, leases) == 0);
+  wp_device_record target = {{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}, 1, 1, 0};
+  CHECK(wp_try_pin_prefix(c, &digests[0][0], N, &target, leases) == 0);
+  CHECK_RC(wp_record_device_write(p, digests[0], &target), WP_OK);
+  CHECK_RC(wp_record_device_write(p, digests[1], &target), WP_OK);
+  CHECK(wp_try_pin_prefix(c, &digests[0][0], N, &target, leases) == 2);
+  CHECK(wp_unpin_many(c, leases, 2) == 2);
+  /* The whole prefix, once chunk 5 is published. */
+  wp_meta meta = {4096, 105, 1, 1, 1};
+  CHECK_RC(wp_publish(p, &r, &meta), WP_OK);
+  CHECK(wp_try_pin_prefix(c, &digests[0][0], 7, NULL, leases) == 7);
+  CHECK(wp_unpin_many(c, leases, 7) == 7);
+  for (uint32_t s = 0; s < 256; s++) CHECK(wp_slot_pin_mask(p, s) == 0 && wp_client_pins(c, s) == 0);
+  wp_close(c);
+  wp_close(p);
+  wp_unlink(name);
+}
+
 /* ---- pinbench: what the consumer lock costs one thread (a benchmark, never a check) ------- */
 
 static double ns_per_pin(wp_table *c, const uint8_t d[32], unsigned long long iterations) {
@@ -414,6 +617,65 @@ static void bench_pin(unsigned long long iterations) {
          iterations, ROUNDS, thread_safe[ROUNDS / 2], one_thread[ROUNDS / 2]);
   wp_close(single);
   wp_close(shared);
+  wp_close(p);
+  wp_unlink(name);
+}
+
+/* ---- prefixbench: 128 chunks through one prefix call against 128 single pins (a benchmark) ---- */
+
+static double elapsed_ns(const struct timespec *a, const struct timespec *b) {
+  return (double)(b->tv_sec - a->tv_sec) * 1e9 + (double)(b->tv_nsec - a->tv_nsec);
+}
+
+/* One thread pins and releases a 128-chunk prefix, all READY, `iterations` times per round: once
+ * as wp_try_pin_prefix + wp_unpin_many, once as 128 wp_try_pin + 128 wp_unpin, alternating rounds;
+ * prints the median ns per whole prefix of each. From C the two differ only by the calls saved;
+ * bench/prefix.js measures what they save from Node. docs/benchmarks.md records the figures. */
+static void bench_prefix(unsigned long long iterations) {
+  enum { CHUNKS = 128, ROUNDS = 7 };
+  char name[96];
+  table_name(name, sizeof name, "prefixbench");
+  wp_table *p = NULL, *c = NULL;
+  CHECK_RC(wp_open(name, 1, 1024, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &c), WP_OK);
+  if (p == NULL || c == NULL) return;
+  static uint8_t digests[CHUNKS][32];
+  static wp_lease leases[CHUNKS];
+  for (uint32_t i = 0; i < CHUNKS; i++) {
+    publish(p, 1000 + i);
+    digest_for(1000 + i, digests[i]);
+  }
+  double one_call[ROUNDS], single[ROUNDS];
+  for (int r = 0; r < ROUNDS; r++) {
+    struct timespec a, b;
+    unsigned long long pinned = 0;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (unsigned long long k = 0; k < iterations; k++) {
+      int run = wp_try_pin_prefix(c, &digests[0][0], CHUNKS, NULL, leases);
+      pinned += (unsigned long long)run;
+      wp_unpin_many(c, leases, (uint32_t)run);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    CHECK(pinned == iterations * CHUNKS);
+    one_call[r] = elapsed_ns(&a, &b) / (double)iterations;
+    pinned = 0;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (unsigned long long k = 0; k < iterations; k++) {
+      uint32_t run = 0;
+      while (run < CHUNKS && wp_try_pin(c, digests[run], NULL, &leases[run]) == WP_OK) run++;
+      pinned += run;
+      for (uint32_t i = 0; i < run; i++) wp_unpin(c, &leases[i]);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    CHECK(pinned == iterations * CHUNKS);
+    single[r] = elapsed_ns(&a, &b) / (double)iterations;
+  }
+  qsort(one_call, ROUNDS, sizeof one_call[0], compare_doubles);
+  qsort(single, ROUNDS, sizeof single[0], compare_doubles);
+  printf("prefixbench: pin + release of a %d-chunk READY prefix, %llu iterations x %d rounds, median ns per prefix: "
+         "wp_try_pin_prefix + wp_unpin_many %.0f, %d x (wp_try_pin + wp_unpin) %.0f\n",
+         CHUNKS, iterations, ROUNDS, one_call[ROUNDS / 2], CHUNKS, single[ROUNDS / 2]);
+  wp_close(c);
   wp_close(p);
   wp_unlink(name);
 }
@@ -811,6 +1073,21 @@ static void test_null_arguments(void) {
   CHECK_RC(wp_unpin(p, NULL), WP_ERR_INVALID_ARGUMENT);
   CHECK(wp_pin_loop(NULL, d, 10) == 0);
   CHECK(wp_pin_loop(p, NULL, 10) == 0);
+  CHECK_RC(wp_try_pin_exact(NULL, 0, 0, d, NULL, &lease), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_try_pin_exact(p, 0, 0, NULL, NULL, &lease), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_try_pin_exact(p, 0, 0, d, NULL, NULL), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_try_pin_exact(p, 0, 0, d, &rec, NULL), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(-wp_try_pin_prefix(NULL, d, 1, NULL, &lease), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(-wp_try_pin_prefix(p, NULL, 1, NULL, &lease), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(-wp_try_pin_prefix(p, d, 1, NULL, NULL), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(-wp_try_pin_prefix(p, d, 0x80000000u, NULL, &lease), WP_ERR_INVALID_ARGUMENT);
+  CHECK(wp_try_pin_prefix(p, NULL, 0, NULL, NULL) == 0); /* nothing to pin needs no arrays */
+  CHECK_RC(-wp_unpin_many(NULL, &lease, 1), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(-wp_unpin_many(p, NULL, 1), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(-wp_unpin_many(p, &lease, 0x80000000u), WP_ERR_INVALID_ARGUMENT);
+  CHECK(wp_unpin_many(p, NULL, 0) == 0);
+  CHECK_RC(wp_peek(NULL, d), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_peek(p, NULL), WP_ERR_INVALID_ARGUMENT);
   CHECK_RC(wp_reserve(NULL, d, &r), WP_ERR_INVALID_ARGUMENT);
   CHECK_RC(wp_reserve(p, NULL, &r), WP_ERR_INVALID_ARGUMENT);
   CHECK_RC(wp_reserve(p, d, NULL), WP_ERR_INVALID_ARGUMENT);
@@ -1056,6 +1333,9 @@ int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
   if (!strcmp(which, "unit") || !strcmp(which, "all")) {
     test_unit();
+    test_handoff();
+    test_handoff_recycled();
+    test_prefix();
     test_summary();
     test_null_arguments();
     test_other_abi();
@@ -1067,6 +1347,7 @@ int main(int argc, char **argv) {
   if (!strcmp(which, "stress") || !strcmp(which, "all")) test_stress(argc > 2 ? strtoull(argv[2], NULL, 10) : 200000);
   if (!strcmp(which, "shared") || !strcmp(which, "all")) test_shared_handles(argc > 2 ? strtoull(argv[2], NULL, 10) : 2000);
   if (!strcmp(which, "pinbench")) bench_pin(argc > 2 ? strtoull(argv[2], NULL, 10) : 10000000);
+  if (!strcmp(which, "prefixbench")) bench_prefix(argc > 2 ? strtoull(argv[2], NULL, 10) : 100000);
   if (!strcmp(which, "reap") || !strcmp(which, "all")) test_reap();
   if (!strcmp(which, "reaper") || !strcmp(which, "all")) {
     test_reaper();
