@@ -50,12 +50,19 @@ interface TraceEventBase {
 export interface TraceWait extends TraceEventBase {
   readonly event: 'wait';
   readonly key: KeySpec;
+  /**
+   * The tool class whose call this wait is (the generator writes its {@link ToolClass}
+   * `name`; a replacement carries the class of the call it replaces). Optional: a trace
+   * without tool classes loads as before.
+   */
+  readonly tool?: string;
 }
 
 /** The wait of (`agent`, `generation`) ends: the tool call returned (`wake`) or was abandoned (`cancel`). */
 export interface TraceEnd extends TraceEventBase {
   readonly event: 'wake' | 'cancel';
   readonly key?: undefined;
+  readonly tool?: undefined;
 }
 
 /** One trace event. A trace is an array of them with non-decreasing `t`. */
@@ -435,14 +442,15 @@ function session(o: Resolved, index: number, start: number, rng: Rng, out: Trace
   for (let call = 0; call < calls - 1; call++) {
     t += rng.lognormal(o.thinkSeconds);
     if (t >= o.seconds) return;
-    const end = Math.min(t + toolWait(o, rng), o.seconds);
-    out.push({ t: micros(t), agent, generation, event: 'wait', key: keyAt(context) });
+    const call = toolCall(o, rng);
+    const end = Math.min(t + call.seconds, o.seconds);
+    out.push({ t: micros(t), agent, generation, event: 'wait', key: keyAt(context), tool: call.tool });
     let from = t;
     if (rng.float() < o.replaceFraction) {
       from = t + rng.float() * (end - t);
       context += rng.intBetween(o.steerTokens.min, o.steerTokens.max);
       generation++;
-      out.push({ t: micros(from), agent, generation, event: 'wait', key: keyAt(context) });
+      out.push({ t: micros(from), agent, generation, event: 'wait', key: keyAt(context), tool: call.tool });
     }
     if (rng.float() < o.cancelFraction) {
       t = from + rng.float() * (end - from);
@@ -456,14 +464,15 @@ function session(o: Resolved, index: number, start: number, rng: Rng, out: Trace
   }
 }
 
-function toolWait(o: Resolved, rng: Rng): number {
+/** One tool call: its class and how long it runs. */
+function toolCall(o: Resolved, rng: Rng): { tool: string; seconds: number } {
   const u = rng.float() * o.cumulative[o.cumulative.length - 1]!;
   let i = 0;
   while (i < o.cumulative.length - 1 && u >= o.cumulative[i]!) i++;
   const tool = o.toolMix[i]!;
-  if (tool.timeout === undefined) return rng.lognormal(tool);
-  if (rng.float() < tool.timeout.fraction) return tool.timeout.seconds;
-  return Math.min(tool.timeout.seconds, rng.lognormal(tool));
+  if (tool.timeout === undefined) return { tool: tool.name, seconds: rng.lognormal(tool) };
+  if (rng.float() < tool.timeout.fraction) return { tool: tool.name, seconds: tool.timeout.seconds };
+  return { tool: tool.name, seconds: Math.min(tool.timeout.seconds, rng.lognormal(tool)) };
 }
 
 /** Rounds to microseconds; monotone, so rounding keeps each agent's order. */
@@ -541,7 +550,7 @@ function checkToolMix(mix: unknown): { toolMix: ToolClass[]; cumulative: number[
 // JSONL
 
 /**
- * Parses a JSONL trace: one event object per line, `{ t, agent, generation?, event, key? }`
+ * Parses a JSONL trace: one event object per line, `{ t, agent, generation?, event, key?, tool? }`
  * (docs/agent-trace.md). Blank lines are skipped; `generation` defaults to 0. Each line is
  * checked, and so is the sequence: times non-decreasing, a wait's (agent, generation) new,
  * a wake or cancel naming a wait seen before. Throws `ERR_INVALID_ARGUMENT` naming the line
@@ -571,7 +580,7 @@ export function loadTraceJsonl(text: string): TraceEvent[] {
 
 /**
  * Writes events as JSONL, one line each with fields in the order t, agent, generation,
- * event, key, ending in a newline. Checks them as {@link loadTraceJsonl} would (naming
+ * event, key, tool (when the wait has one), ending in a newline. Checks them as {@link loadTraceJsonl} would (naming
  * `events[i]`), so what it writes loads back to equal events.
  */
 export function traceToJsonl(events: readonly TraceEvent[]): string {
@@ -583,25 +592,27 @@ export function traceToJsonl(events: readonly TraceEvent[]): string {
     const e = checkEvent(events[i], where, { name: `events[${i}]`, field: `events[${i}]` });
     sequence.add(e, where);
     const head = `{"t":${JSON.stringify(e.t)},"agent":${JSON.stringify(e.agent)},"generation":${e.generation},"event":"${e.event}"`;
-    out += e.event === 'wait' ? `${head},"key":${JSON.stringify(e.key)}}\n` : `${head}}\n`;
+    const tool = e.event === 'wait' && e.tool !== undefined ? `,"tool":${JSON.stringify(e.tool)}` : '';
+    out += e.event === 'wait' ? `${head},"key":${JSON.stringify(e.key)}${tool}}\n` : `${head}}\n`;
   }
   return out;
 }
 
-const EVENT_FIELDS = new Set(['t', 'agent', 'generation', 'event', 'key']);
+const EVENT_FIELDS = new Set(['t', 'agent', 'generation', 'event', 'key', 'tool']);
 const SPEC_FIELDS = new Set(['task', 'namespace', 'tokens']);
 const SEGMENT_FIELDS = new Set(['seed', 'length']);
 
 /** Checks one event and returns a fresh copy in the canonical shape. */
 function checkEvent(value: unknown, where: string, self: { name: string; field: string }): TraceEvent {
   if (!isPlainObject(value)) {
-    throw new WaitprepError('ERR_INVALID_ARGUMENT', `Expected ${self.name} to be an object { t, agent, generation?, event, key? }, got ${describe(value)}`, { field: self.field });
+    throw new WaitprepError('ERR_INVALID_ARGUMENT', `Expected ${self.name} to be an object { t, agent, generation?, event, key?, tool? }, got ${describe(value)}`, { field: self.field });
   }
   rejectUnknown(value, EVENT_FIELDS, '', where);
   const t = ownField(value, 't');
   const agent = ownField(value, 'agent');
   const event = ownField(value, 'event');
   const key = ownField(value, 'key');
+  const tool = ownField(value, 'tool');
   if (typeof t !== 'number' || !Number.isFinite(t) || t < 0) throw bad('t', 'a finite number >= 0 (seconds)', t, where);
   const time = t + 0; // -0 reads back as 0: store it as 0
   nonEmptyString('agent', agent, where);
@@ -610,9 +621,12 @@ function checkEvent(value: unknown, where: string, self: { name: string; field: 
   if (event !== 'wait' && event !== 'wake' && event !== 'cancel') throw bad('event', '"wait", "wake" or "cancel"', event, where);
   if (event === 'wait') {
     if (key === undefined) throw bad('key', 'a key spec { task, namespace, tokens } on a wait', undefined, where);
-    return { t: time, agent: agent as string, generation, event, key: checkKeySpec(key, 'key', where) };
+    const spec = checkKeySpec(key, 'key', where);
+    if (tool === undefined) return { t: time, agent: agent as string, generation, event, key: spec };
+    return { t: time, agent: agent as string, generation, event, key: spec, tool: nonEmptyString('tool', tool, where) };
   }
   if (key !== undefined) throw bad('key', `absent on a ${event} (only a wait carries a key)`, key, where);
+  if (tool !== undefined) throw bad('tool', `absent on a ${event} (only a wait carries a tool class)`, tool, where);
   return { t: time, agent: agent as string, generation, event };
 }
 

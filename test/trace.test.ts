@@ -76,6 +76,36 @@ function waitsOf(events: readonly TraceEvent[], agent: string): TraceWait[] {
   return events.filter((e): e is TraceWait => e.event === 'wait' && e.agent === agent);
 }
 
+describe('generateTrace: tool classes', () => {
+  it('every wait names a class of the mix, a replacement the class of the call it replaces, in about the mix\'s shares', () => {
+    const events = generateTrace({ agents: 400, seconds: 3600, seed: 5, replaceFraction: 0.2 });
+    const counts = new Map<string, number>();
+    const open = new Map<string, TraceWait>();
+    for (const e of events) {
+      if (e.event !== 'wait') {
+        open.delete(e.agent);
+        continue;
+      }
+      expect(['file', 'shell', 'build', 'web', 'subagent']).toContain(e.tool);
+      const replaced = open.get(e.agent);
+      if (replaced !== undefined) expect(e.tool).toBe(replaced.tool);
+      else counts.set(e.tool!, (counts.get(e.tool!) ?? 0) + 1);
+      open.set(e.agent, e);
+    }
+    const calls = [...counts.values()].reduce((a, b) => a + b, 0);
+    expect(counts.get('file')! / calls).toBeGreaterThan(0.55);
+    expect(counts.get('file')! / calls).toBeLessThan(0.65);
+    expect(counts.get('build')! / calls).toBeGreaterThan(0.13);
+    expect(counts.get('build')! / calls).toBeLessThan(0.21);
+  });
+
+  it('a custom mix\'s names are what the waits carry', () => {
+    const events = generateTrace({ agents: 5, seconds: 600, seed: 1, toolMix: [{ name: 'lookup', weight: 1, mu: -1, sigma: 0.5 }] });
+    const tools = new Set(events.filter((e): e is TraceWait => e.event === 'wait').map((e) => e.tool));
+    expect([...tools]).toEqual(['lookup']);
+  });
+});
+
 describe('generateTrace: determinism', () => {
   it('the same seed gives identical events; another seed gives different ones', () => {
     const options: GenerateTraceOptions = { agents: 24, seconds: 600, seed: 42 };
@@ -363,6 +393,9 @@ describe('JSONL', () => {
       [JSON.stringify({ t: 2, agent: 'b', event: 'wake' }), 'generation'], // b never waited
       [JSON.stringify({ t: 2, agent: 'a', generation: 1, event: 'cancel' }), 'generation'], // a never waited at 1
       [JSON.stringify({ t: 2, agent: 'a', event: 'wait', key }), 'generation'], // (a, 0) waited already
+      [JSON.stringify({ t: 2, agent: 'b', event: 'wait', key, tool: '' }), 'tool'],
+      [JSON.stringify({ t: 2, agent: 'b', event: 'wait', key, tool: 3 }), 'tool'],
+      [JSON.stringify({ t: 2, agent: 'a', event: 'wake', tool: 'file' }), 'tool'], // only a wait has a tool class
     ];
     for (const [bad, field] of cases) {
       const text = `${good}\n\n${bad}\n${good}\n`;
@@ -371,6 +404,21 @@ describe('JSONL', () => {
       expect(error.field).toBe(field);
       expect(error.message).toMatch(/\bline 3\b/);
     }
+  });
+
+  it('a wait may carry its tool class; one without loads as before', () => {
+    const key = { task: 't', namespace: 'n', tokens: [[1]] };
+    const text = [
+      JSON.stringify({ t: 0, agent: 'a', event: 'wait', key, tool: 'build' }),
+      JSON.stringify({ t: 1, agent: 'b', event: 'wait', key }),
+      JSON.stringify({ t: 2, agent: 'a', event: 'wake' }),
+      JSON.stringify({ t: 3, agent: 'b', event: 'wake' }),
+    ].join('\n');
+    const events = loadTraceJsonl(text);
+    expect(events.map((e) => (e.event === 'wait' ? e.tool : undefined))).toEqual(['build', undefined, undefined, undefined]);
+    expect('tool' in events[1]!).toBe(false);
+    expect(traceToJsonl(events).split('\n')[0]).toBe('{"t":0,"agent":"a","generation":0,"event":"wait","key":{"task":"t","namespace":"n","tokens":[[1]]},"tool":"build"}');
+    expect(loadTraceJsonl(traceToJsonl(events))).toEqual(events);
   });
 
   it('the writer checks what it writes and names the event', () => {
