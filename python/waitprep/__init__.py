@@ -1,0 +1,52 @@
+"""waitprep for a Python model runtime: the shared-memory lease table over libwaitprep.so, and keys.
+
+The Node package (the orchestrator's side: the wait coordinator) and this one share one table
+through the C ABI in native/include/waitprep.h. A runtime's storage worker is the table's single
+producer; an engine pins what it loads. Standard library and ctypes only.
+
+- :func:`create_table`, :func:`open_table`, :class:`Table`, :class:`Lease`: both roles, with the
+  Node API's semantics and error codes (``lib/lease-table/table.ts``).
+- :func:`key_digest` (``waitprep.key``): the 32-byte digest Node's ``artifactKey(fields).digest``
+  gives for the same fields.
+- :class:`WaitprepError`: every error, with ``.code``. A miss is a value: a reason string.
+- :func:`load_library`: where libwaitprep.so is found (``WAITPREP_LIBRARY``; see
+  ``waitprep.library``).
+"""
+
+from . import key
+from .errors import WaitprepError
+from .inspection import ClientCounts, ClientInspection, SlotCounts, SlotInspection, TableInspection, TableSummary
+from .key import InvalidKeyError
+from .key import digest as key_digest
+from .key import encode as encode_key
+from .library import library_candidates, load_library
+from .table import MISS_REASONS, Lease, LeaseMeta, Reservation, Table, create_table, device_uuid_bytes, open_table, unlink_table
+from ._abi import ABI_VERSION
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ABI_VERSION",
+    "ClientCounts",
+    "ClientInspection",
+    "InvalidKeyError",
+    "Lease",
+    "LeaseMeta",
+    "MISS_REASONS",
+    "Reservation",
+    "SlotCounts",
+    "SlotInspection",
+    "Table",
+    "TableInspection",
+    "TableSummary",
+    "WaitprepError",
+    "create_table",
+    "device_uuid_bytes",
+    "encode_key",
+    "key",
+    "key_digest",
+    "library_candidates",
+    "load_library",
+    "open_table",
+    "unlink_table",
+]

@@ -1,0 +1,624 @@
+"""The lease table from Python: both roles over libwaitprep.so, with the Node API's semantics.
+
+A model runtime's storage worker is a table's single producer: it reserves a slot for an
+artifact's digest, prepares and validates the bytes, publishes the metadata, evicts what nobody
+pins and records device writes. Any client pins READY artifacts::
+
+    import waitprep
+
+    table = waitprep.create_table("engine0-kv", capacity=1024, role="producer")
+    digest = waitprep.key_digest(fields)
+    reservation = table.reserve(digest)
+    ...                                       # write the bytes, validate size, geometry, checksum
+    table.publish(reservation, size_bytes=4096, location=0, checksum=0, codec_id=0, representation_version=1)
+
+    lease = table.try_pin(digest)             # a Lease, or a miss reason: 'absent', 'preparing', ...
+    if isinstance(lease, waitprep.Lease):
+        with lease:
+            read(lease.meta.location, lease.meta.size_bytes)
+    table.close()
+
+Errors are :class:`~waitprep.WaitprepError` with the Node API's codes; a miss is a value.
+
+Threads: one :class:`Table` may be used from any number of threads at once. The C handle locks
+its private pin records (waitprep.h, "Threads"), and this side keeps no shared mutable state: each
+call builds its own ctypes structures, and a lease's release is decided by the C core (its token:
+a second release, from any thread, releases nothing). :meth:`Table.close` must come after every
+other thread is done with the table, as ``wp_close`` requires.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
+
+from . import _abi
+from ._abi import MISS_REASON, WpDeviceRecord, WpLease, WpMeta, WpOpenOptions, WpReservation, WpSummary
+from .errors import WaitprepError, invalid, with_errno
+from .inspection import ClientCounts, SlotCounts, TableInspection, TableSummary, decode_segment
+from .library import load_library, status_name
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Role = Literal["consumer", "producer"]
+    EvictResult = Literal["evicted", "pinned", "absent"]
+else:
+    Role = str
+    EvictResult = str
+
+__all__ = [
+    "Lease",
+    "LeaseMeta",
+    "Reservation",
+    "Table",
+    "open_table",
+    "create_table",
+    "unlink_table",
+    "device_uuid_bytes",
+    "MISS_REASONS",
+]
+
+_U32_MAX = 2**32 - 1
+_U64_MAX = 2**64 - 1
+_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$")
+_GPU_UUID = re.compile(r"^GPU-([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{12})$")
+_byref = ctypes.byref
+
+#: Every miss reason a table gives: one per WP_MISS_* status (lib/miss-reasons.ts's names), then
+#: the two a table decides itself: a malformed device target, and a closed table.
+MISS_REASONS = tuple(MISS_REASON.values()) + ("invalid-target", "table-closed")
+
+
+class LeaseMeta(NamedTuple):
+    """The metadata the producer published with the artifact (Node: ``lease.meta``)."""
+
+    size_bytes: int
+    location: int
+    checksum: int
+    codec_id: int
+    representation_version: int
+
+
+class Reservation(NamedTuple):
+    """A slot reserved for a digest, to publish or abandon."""
+
+    slot: int
+    generation: int
+
+
+# --- Errors from statuses ---------------------------------------------------------------------
+
+_CODES = {
+    _abi.STATUS["WP_ERR_PERMISSION"]: ("ERR_PERMISSION_DENIED", "permission denied: the table's owner or mode does not let this user do it"),
+    _abi.STATUS["WP_ERR_BAD_SEGMENT"]: ("ERR_BAD_SEGMENT", "the segment is not a waitprep lease table of this ABI (wrong magic, version, size or geometry)"),
+    _abi.STATUS["WP_ERR_WRITER_EXISTS"]: ("ERR_WRITER_EXISTS", "another live producer holds this table"),
+    _abi.STATUS["WP_ERR_NOT_PRODUCER"]: ("ERR_NOT_PRODUCER", "only the table's producer may do this"),
+    _abi.STATUS["WP_ERR_NOT_FOUND"]: ("ERR_TABLE_NOT_FOUND", "no such table"),
+    _abi.STATUS["WP_ERR_EXISTS"]: ("ERR_TABLE_EXISTS", "a table of that name already exists"),
+    _abi.STATUS["WP_ERR_NO_CLIENT_SLOT"]: ("ERR_NO_CLIENT_SLOT", "all 64 client entries are taken by live clients"),
+    _abi.STATUS["WP_ERR_NO_SPACE"]: ("ERR_NO_SPACE", "/dev/shm cannot hold the table (docs/operations.md: sizing /dev/shm)"),
+    _abi.STATUS["WP_ERR_UNTRUSTED_SEGMENT"]: ("ERR_UNTRUSTED_SEGMENT", "refusing an untrusted table file"),
+    _abi.STATUS["WP_FULL"]: ("ERR_TABLE_FULL", "every slot in the key's probe window is taken; evict first"),
+    _abi.STATUS["WP_EXISTS"]: ("ERR_KEY_EXISTS", "the key is already reserved or published"),
+    _abi.STATUS["WP_STALE"]: ("ERR_STALE_RESERVATION", "the reservation was already published or abandoned"),
+    _abi.STATUS["WP_ERR_INVALID_ARGUMENT"]: ("ERR_INVALID_ARGUMENT", "invalid argument"),
+}
+
+
+def status_error(lib: ctypes.CDLL, status: int, what: str, detail: Optional[str] = None) -> WaitprepError:
+    """The error a caller sees for a failed call's status (the Node API's code for it)."""
+    errno_value = ctypes.get_errno() if status in (_abi.WP_ERR_SYSTEM, _abi.WP_ERR_PERMISSION) else 0
+    code, text = _CODES.get(status, ("ERR_SYSTEM", "failed with status %d" % status))
+    name = status_name(lib, status)
+    message = "%s: %s (%s)" % (what, detail or text, name)
+    return WaitprepError(code, with_errno(message, errno_value), status=status, status_name=name, errno=errno_value)
+
+
+def _closed(what: str) -> WaitprepError:
+    return WaitprepError("ERR_CLOSED", "%s: the table handle is closed" % what)
+
+
+# --- Argument checks ----------------------------------------------------------------------------
+
+
+def _digest(value: object) -> bytes:
+    if isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    if not isinstance(value, bytes) or len(value) != 32:
+        raise invalid("digest", "32 bytes (waitprep.key_digest(fields), or a key's SHA-256)", value, "ERR_INVALID_KEY")
+    return value
+
+
+def _u64(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
+        raise invalid(field, "an integer in [0, 2^64-1]", value)
+    return value
+
+
+def _u32(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U32_MAX:
+        raise invalid(field, "an integer in [0, 2^32-1]", value)
+    return value
+
+
+def _name(name: object) -> bytes:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise invalid("name", "1-200 characters of A-Z a-z 0-9 . _ -, not starting with a dot", name)
+    return name.encode("ascii")
+
+
+def device_uuid_bytes(device: str) -> bytes:
+    """'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx' (as nvidia-smi prints it) -> its 16 bytes, in order."""
+    match = _GPU_UUID.match(device) if isinstance(device, str) else None
+    if match is None:
+        raise invalid("device", "a GPU UUID 'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'", device)
+    return bytes.fromhex("".join(match.groups()))
+
+
+def _target(device: object, arena: object, arena_generation: object) -> Optional[WpDeviceRecord]:
+    """A pin's device target, or None when it is malformed (the miss 'invalid-target', as in Node)."""
+    match = _GPU_UUID.match(device) if isinstance(device, str) else None
+    if match is None:
+        return None
+    for value in (arena, arena_generation):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
+            return None
+    record = WpDeviceRecord()
+    ctypes.memmove(record.device_uuid, bytes.fromhex("".join(match.groups())), 16)
+    record.arena = arena  # type: ignore[assignment]
+    record.arena_generation = arena_generation  # type: ignore[assignment]
+    return record
+
+
+def _reservation(value: object) -> WpReservation:
+    try:
+        slot, generation = value  # type: ignore[misc]
+    except (TypeError, ValueError):
+        raise invalid("reservation", "the Reservation (slot, generation) that reserve() returned", value) from None
+    if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot <= _U32_MAX or isinstance(generation, bool) or not isinstance(generation, int) or not 0 <= generation <= _U64_MAX:
+        raise invalid("reservation", "a Reservation from reserve() (slot a u32, generation a u64)", value)
+    return WpReservation(slot, generation)
+
+
+# --- Leases -------------------------------------------------------------------------------------
+
+
+class Lease:
+    """A pin on a READY artifact, held until :meth:`close` (or the end of a ``with`` block).
+
+    While it is held the producer cannot evict the artifact, and its bytes stay where ``meta``
+    says. Closing releases the pin exactly once, from any thread; closing a lease of a table that
+    was closed (which released every pin) releases nothing.
+    """
+
+    __slots__ = ("_raw", "_table", "digest", "readiness")
+
+    def __init__(self, table: "Table", raw: WpLease, digest: bytes, readiness: str) -> None:
+        self._raw = raw
+        self._table: Optional[Table] = table
+        #: The artifact's 32-byte digest.
+        self.digest = digest
+        #: 'host', or 'device' for a pin that asked for a device target.
+        self.readiness = readiness
+
+    @property
+    def slot(self) -> int:
+        """The table slot the artifact is in."""
+        return self._raw.slot
+
+    @property
+    def generation(self) -> int:
+        """The slot's generation when pinned (never reused: the pin cannot bind to a recycled slot)."""
+        return self._raw.generation
+
+    @property
+    def meta(self) -> LeaseMeta:
+        """What the producer published: size, location, checksum, codec id, representation version."""
+        m = self._raw.meta
+        return LeaseMeta(m.size_bytes, m.location, m.checksum, m.codec_id, m.representation_version)
+
+    @property
+    def closed(self) -> bool:
+        return self._table is None
+
+    def close(self) -> bool:
+        """Releases the pin. True when this call released it; False when it released nothing (a
+        second call, a table closed since, or a copy of a lease released already)."""
+        table, self._table = self._table, None
+        if table is None:
+            return False
+        handle = table._handle
+        if handle is None:
+            return False
+        return table._wp_unpin(handle, _byref(self._raw)) == 0
+
+    unpin = close
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<Lease slot=%d generation=%d %s %s>" % (self.slot, self.generation, self.readiness, "closed" if self.closed else "held")
+
+
+# --- Tables -------------------------------------------------------------------------------------
+
+
+class Table:
+    """One client's handle on a lease table: :func:`open_table` or :func:`create_table`.
+
+    Safe to share between threads (see the module's docstring); close it last.
+    """
+
+    def __init__(self, lib: ctypes.CDLL, handle: ctypes.c_void_p, name: str, role: Role) -> None:
+        self._lib = lib
+        self._handle: Optional[ctypes.c_void_p] = handle
+        #: The table's name (``/dev/shm/<name>``).
+        self.name = name
+        #: 'producer' or 'consumer'.
+        self.role: Role = role
+        #: Number of slots.
+        self.capacity: int = lib.wp_capacity(handle)
+        #: This client's index in the table's registry (0-63).
+        self.client_index: int = lib.wp_client_index(handle)
+        # Looked up once: the pin and unpin paths make one ctypes call each and nothing more.
+        self._wp_try_pin = lib.wp_try_pin
+        self._wp_unpin = lib.wp_unpin
+
+    @property
+    def library(self) -> ctypes.CDLL:
+        """The loaded libwaitprep.so."""
+        return self._lib
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def _h(self, what: str) -> ctypes.c_void_p:
+        handle = self._handle
+        if handle is None:
+            raise _closed(what)
+        return handle
+
+    def close(self) -> None:
+        """Releases every pin this client holds, gives up the producer role, unregisters. Idempotent.
+        No other thread may be inside, or enter, a call on this table once it starts."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._lib.wp_close(handle)
+
+    def __enter__(self) -> "Table":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<Table %r %s %s>" % (self.name, self.role, "closed" if self.closed else "open")
+
+    # Consumer side (any client).
+
+    def try_pin(self, digest: bytes, device: Optional[str] = None, arena: int = 0, arena_generation: int = 0) -> Union[Lease, str]:
+        """Nonblocking lookup and atomic pin of a READY artifact: a :class:`Lease`, or the miss
+        reason as a str ('absent', 'preparing', 'evicting', 'contended'; for a device pin also
+        'no-device-record', 'device-mismatch', 'arena-generation-mismatch',
+        'device-write-incomplete'; 'invalid-target' for a malformed target, 'table-closed').
+
+        With ``device`` (a 'GPU-…' UUID), hits only when the slot carries a completed device-write
+        record for exactly that device, ``arena`` and ``arena_generation``.
+        """
+        if type(digest) is not bytes or len(digest) != 32:
+            digest = _digest(digest)
+        handle = self._handle
+        if handle is None:
+            return "table-closed"
+        target = None
+        if device is not None:
+            record = _target(device, arena, arena_generation)
+            if record is None:
+                return "invalid-target"
+            target = _byref(record)
+        out = WpLease()
+        status = self._wp_try_pin(handle, digest, target, _byref(out))
+        if status == 0:
+            return Lease(self, out, digest, "host" if device is None else "device")
+        reason = MISS_REASON.get(status)
+        if reason is not None:
+            return reason
+        raise status_error(self._lib, status, "try_pin(%s)" % digest.hex())
+
+    def unpin(self, lease: Lease) -> bool:
+        """``lease.close()``: True when this call released it."""
+        if not isinstance(lease, Lease):
+            raise invalid("lease", "a Lease from try_pin()", lease)
+        return lease.close()
+
+    def client_pins(self, slot: int) -> int:
+        """Pins this client holds on ``slot``."""
+        return self._lib.wp_client_pins(self._h("client_pins"), _u32("slot", slot))
+
+    def slot_state(self, slot: int) -> "tuple[str, int]":
+        """The slot's (state, generation) as the segment holds them now, for tools and tests;
+        state is 'free', 'reserved', 'ready' or 'evicting'."""
+        word = self._lib.wp_slot_state_gen(self._h("slot_state"), _u32("slot", slot))
+        return _abi.SLOT_STATES[word & 0x3], word >> 8
+
+    def pin_holders(self, slot: int) -> "list[int]":
+        """Client indexes whose pin bit is set on ``slot`` now, for tools and tests."""
+        mask = self._lib.wp_slot_pin_mask(self._h("pin_holders"), _u32("slot", slot))
+        return [i for i in range(_abi.WP_MAX_CLIENTS) if mask >> i & 1]
+
+    def pin_loop(self, digest: bytes, iterations: int) -> int:
+        """Pins and unpins ``digest`` ``iterations`` times inside C (wp_pin_loop, the GIL released
+        throughout): the floor a ctypes pin is measured against. Returns how many pins hit."""
+        return self._lib.wp_pin_loop(self._h("pin_loop"), _digest(digest), _u64("iterations", iterations))
+
+    # Producer side.
+
+    def reserve(self, digest: bytes) -> Reservation:
+        """Reserves a slot for ``digest`` before the artifact is prepared. ``ERR_KEY_EXISTS`` when
+        it is reserved or published already, ``ERR_TABLE_FULL`` when its probe window is full."""
+        digest = _digest(digest)
+        out = WpReservation()
+        status = self._lib.wp_reserve(self._h("reserve"), digest, _byref(out))
+        if status != 0:
+            raise status_error(self._lib, status, "reserve(%s)" % digest.hex())
+        return Reservation(out.slot, out.generation)
+
+    def publish(self, reservation: Reservation, size_bytes: int, location: int, checksum: int, codec_id: int, representation_version: int) -> None:
+        """Makes a reserved artifact READY with its metadata. Validate the bytes and geometry first:
+        every consumer takes a published artifact as ready."""
+        r = _reservation(reservation)
+        meta = WpMeta(
+            _u64("size_bytes", size_bytes),
+            _u64("location", location),
+            _u64("checksum", checksum),
+            _u32("codec_id", codec_id),
+            _u32("representation_version", representation_version),
+        )
+        status = self._lib.wp_publish(self._h("publish"), _byref(r), _byref(meta))
+        if status != 0:
+            raise status_error(self._lib, status, "publish(slot %d, generation %d)" % (r.slot, r.generation))
+
+    def abandon(self, reservation: Reservation) -> None:
+        """Gives a reserved slot back (preparation failed or was stopped)."""
+        r = _reservation(reservation)
+        status = self._lib.wp_abandon(self._h("abandon"), _byref(r))
+        if status != 0:
+            raise status_error(self._lib, status, "abandon(slot %d, generation %d)" % (r.slot, r.generation))
+
+    def try_evict(self, digest: bytes) -> EvictResult:
+        """'evicted', 'pinned' (pinned, or a pin racing in: retry later) or 'absent'. Never evicts a
+        pinned artifact: free the bytes only after 'evicted'."""
+        digest = _digest(digest)
+        status = self._lib.wp_try_evict(self._h("try_evict"), digest)
+        if status == 0:
+            return "evicted"
+        if status == _abi.WP_PINNED:
+            return "pinned"
+        if status == _abi.WP_ABSENT:
+            return "absent"
+        raise status_error(self._lib, status, "try_evict(%s)" % digest.hex())
+
+    def record_device_write(self, digest: bytes, device: str, arena: int, arena_generation: int, write_seq: int) -> str:
+        """Records a completed device write for a READY artifact: 'recorded' or 'absent'. A newer
+        record replaces an older one. ``device`` is the GPU UUID 'GPU-…' as nvidia-smi prints it."""
+        digest = _digest(digest)
+        uuid = device_uuid_bytes(device)
+        if uuid == bytes(16):
+            raise invalid("device", "a GPU UUID other than all zeros (reserved for 'no record')", device)
+        record = WpDeviceRecord()
+        ctypes.memmove(record.device_uuid, uuid, 16)
+        record.arena = _u64("arena", arena)
+        record.arena_generation = _u64("arena_generation", arena_generation)
+        record.write_seq = _u64("write_seq", write_seq)
+        status = self._lib.wp_record_device_write(self._h("record_device_write"), digest, _byref(record))
+        if status == 0:
+            return "recorded"
+        if status == _abi.WP_ABSENT:
+            return "absent"
+        raise status_error(self._lib, status, "record_device_write(%s)" % digest.hex())
+
+    # Operations (any client).
+
+    def reap_dead_clients(self) -> int:
+        """Releases the pins and entries of clients whose process died (pid plus start time: a
+        reused pid is not life); a dead producer's role is freed too. Returns how many were reaped."""
+        reaped = self._lib.wp_reap_dead_clients(self._h("reap_dead_clients"))
+        if reaped < 0:
+            raise status_error(self._lib, -reaped, "reap_dead_clients()")
+        return reaped
+
+    reap = reap_dead_clients
+
+    def summary(self) -> TableSummary:
+        """Counts for monitoring (wp_summarize): slots by state, pinned slots, clients by state, the
+        producer, reaped clients. Read in place, one pass, no copy of the segment."""
+        out = WpSummary()
+        status = self._lib.wp_summarize(self._h("summary"), _byref(out))
+        if status == _abi.WP_ERR_BAD_SEGMENT:
+            raise self._truncated("summary") or status_error(
+                self._lib, status, "summary()", "the segment's header is corrupt: its capacity changed since open, or its producer word names no client"
+            )
+        if status != 0:
+            raise status_error(self._lib, status, "summary()")
+        return TableSummary(
+            capacity=self.capacity,
+            slots=SlotCounts(*out.slots),
+            pinned_slots=out.pinned_slots,
+            clients=ClientCounts(out.clients[1], out.clients[2], out.clients[3]),
+            producer=None if out.producer_client < 0 else out.producer_client,
+            reaped_clients=out.reaped_clients,
+        )
+
+    def inspect(self) -> TableInspection:
+        """Slots, states, pin holders and registered clients, for operators: a decoded copy of the
+        segment (lib/lease-table/inspect.ts's fields, snake_case)."""
+        handle = self._h("inspect")
+        truncated = self._truncated("inspect")
+        if truncated is not None:
+            raise truncated
+        size = ctypes.c_size_t()
+        base = self._lib.wp_segment(handle, _byref(size))
+        if not base:
+            raise _closed("inspect")
+        return decode_segment(ctypes.string_at(base, size.value), self.capacity)
+
+    def _truncated(self, what: str) -> Optional[WaitprepError]:
+        """ERR_BAD_SEGMENT when the file was truncated under this handle (nothing past its end is read)."""
+        file_size = ctypes.c_uint64()
+        status = self._lib.wp_check_segment(self._h(what), _byref(file_size))
+        if status != _abi.WP_ERR_BAD_SEGMENT:
+            return None
+        return WaitprepError(
+            "ERR_BAD_SEGMENT",
+            "%s: the segment's file is now %d bytes, shorter than the %d bytes of capacity %d mapped at open: someone truncated "
+            "/dev/shm/%s. Nothing past its end was read; every client still attached crashes (SIGBUS) on its next pin. Never "
+            "truncate a live table (docs/lease-table.md#limits)" % (what, file_size.value, _abi.segment_size(self.capacity), self.capacity, self.name),
+            status=status,
+            status_name="WP_ERR_BAD_SEGMENT",
+        )
+
+
+# --- Opening ------------------------------------------------------------------------------------
+
+
+def _library(library: Union[None, str, "os.PathLike[str]", ctypes.CDLL]) -> ctypes.CDLL:
+    if isinstance(library, ctypes.CDLL):
+        return library
+    return load_library(None if library is None else os.fspath(library))
+
+
+def _trust(trust_uid: Optional[int], group_writable: bool, world_writable: bool) -> "tuple[int, int]":
+    flags = (_abi.WP_OPEN_TRUST_GROUP_WRITE if group_writable else 0) | (_abi.WP_OPEN_TRUST_WORLD_WRITE if world_writable else 0)
+    if trust_uid is None:
+        return flags, 0
+    return flags | _abi.WP_OPEN_TRUST_UID, _u32("trust_uid", trust_uid)
+
+
+def _untrusted(lib: ctypes.CDLL, name: str, what: str, flags: int, uid: int) -> WaitprepError:
+    """ERR_UNTRUSTED_SEGMENT naming the owner and mode found, against what this open trusted."""
+    owner, mode = ctypes.c_uint32(), ctypes.c_uint32()
+    if lib.wp_segment_owner(name.encode("ascii"), _byref(owner), _byref(mode)) == 0:
+        kind = mode.value & 0o170000
+        found = "/dev/shm/%s is owned by uid %d with mode 0o%03o%s" % (name, owner.value, mode.value & 0o7777, "" if kind == 0o100000 else ", and is not a regular file")
+        if kind == 0o120000:
+            found = "/dev/shm/%s is a symbolic link (owned by uid %d)" % (name, owner.value)
+    else:
+        found = "/dev/shm/%s could not be examined" % name
+    owners = ["uid %d (this process)" % os.geteuid()] + (["uid %d (trust_uid)" % uid] if flags & _abi.WP_OPEN_TRUST_UID else [])
+    writers = ["the owner"] + (["the group"] if flags & _abi.WP_OPEN_TRUST_GROUP_WRITE else []) + (["others"] if flags & _abi.WP_OPEN_TRUST_WORLD_WRITE else [])
+    detail = (
+        "refusing an untrusted table file: %s; this open trusts a regular file (not a link) owned by %s that only %s may write. "
+        "Whoever may write it can rewrite what consumers pin or crash them; if this sharing is intended, pass trust_uid, "
+        "trust_group_writable or trust_world_writable (docs/lease-table.md#limits)" % (found, " or ".join(owners), ", ".join(writers))
+    )
+    return status_error(lib, _abi.WP_ERR_UNTRUSTED_SEGMENT, what, detail)
+
+
+def _other_abi(name: str) -> Optional[str]:
+    """For ERR_BAD_SEGMENT at open: the ABI version that made the segment, when it is another one."""
+    try:
+        with open("/dev/shm/" + name, "rb") as f:
+            header = f.read(12)
+    except OSError:
+        return None
+    if len(header) < 12 or int.from_bytes(header[:8], "little") != _abi.WP_MAGIC:
+        return None
+    abi = int.from_bytes(header[8:12], "little")
+    if abi == _abi.ABI_VERSION:
+        return None
+    return (
+        "the segment was made by ABI version %d and this package is ABI version %d: never share a segment across ABI versions "
+        '(docs/operations.md, "Upgrading across ABI versions")' % (abi, _abi.ABI_VERSION)
+    )
+
+
+def _open(name: str, role: Role, capacity: int, mode: int, library: Any, trust_uid: Optional[int], trust_group_writable: bool, trust_world_writable: bool) -> Table:
+    raw_name = _name(name)
+    if role not in ("consumer", "producer"):
+        raise invalid("role", "'consumer' or 'producer'", role)
+    flags, uid = _trust(trust_uid, trust_group_writable, trust_world_writable)
+    lib = _library(library)
+    what = "%s(%r)" % ("create_table" if capacity else "open_table", name)
+    options = WpOpenOptions(capacity, mode, flags, uid)
+    handle = ctypes.c_void_p()
+    status = lib.wp_open_ex(raw_name, 1 if role == "producer" else 0, _byref(options), _byref(handle))
+    if status != 0:
+        if status == _abi.WP_ERR_UNTRUSTED_SEGMENT:
+            raise _untrusted(lib, name, what, flags, uid)
+        if status == _abi.WP_ERR_NO_SPACE:
+            raise status_error(lib, status, what, "/dev/shm cannot hold a table of capacity %d (%d bytes; docs/operations.md: sizing /dev/shm)" % (capacity, _abi.segment_size(capacity)))
+        raise status_error(lib, status, what, _other_abi(name) if status == _abi.WP_ERR_BAD_SEGMENT else None)
+    return Table(lib, handle, name, role)
+
+
+def open_table(
+    name: str,
+    role: Role = "consumer",
+    *,
+    library: Union[None, str, "os.PathLike[str]", ctypes.CDLL] = None,
+    trust_uid: Optional[int] = None,
+    trust_group_writable: bool = False,
+    trust_world_writable: bool = False,
+) -> Table:
+    """Opens an existing table and registers this process as one of its clients.
+
+    ``role='producer'`` claims the single producer role (``ERR_WRITER_EXISTS`` while a live one
+    holds it). ``library``: a path to libwaitprep.so or a loaded one (default: see
+    :func:`~waitprep.load_library`). An open trusts only a regular file owned by this process's
+    effective uid that neither group nor others may write (else ``ERR_UNTRUSTED_SEGMENT``, naming
+    what it found); ``trust_uid`` accepts a second owner, ``trust_group_writable`` /
+    ``trust_world_writable`` accept those write bits. Errors: ``ERR_INVALID_ARGUMENT``,
+    ``ERR_TABLE_NOT_FOUND``, ``ERR_BAD_SEGMENT``, ``ERR_WRITER_EXISTS``, ``ERR_NO_CLIENT_SLOT``,
+    ``ERR_PERMISSION_DENIED``, ``ERR_UNTRUSTED_SEGMENT``, ``ERR_NATIVE_UNAVAILABLE``.
+    """
+    return _open(name, role, 0, 0, library, trust_uid, trust_group_writable, trust_world_writable)
+
+
+def create_table(
+    name: str,
+    capacity: int,
+    role: Role = "producer",
+    *,
+    mode: int = 0o600,
+    library: Union[None, str, "os.PathLike[str]", ctypes.CDLL] = None,
+    trust_uid: Optional[int] = None,
+    trust_group_writable: bool = False,
+    trust_world_writable: bool = False,
+) -> Table:
+    """Creates a table of ``capacity`` slots (it must not exist: ``ERR_TABLE_EXISTS``) and opens it.
+
+    ``mode`` (default 0o600) must be one its own opens accept: a group-writable mode needs
+    ``trust_group_writable``, a world-writable one ``trust_world_writable``, and 0 is refused.
+    ``ERR_NO_SPACE`` when /dev/shm cannot hold it. Otherwise as :func:`open_table`.
+    """
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or not 1 <= capacity <= _abi.WP_MAX_CAPACITY:
+        raise invalid("capacity", "an integer in [1, %d]" % _abi.WP_MAX_CAPACITY, capacity)
+    if isinstance(mode, bool) or not isinstance(mode, int) or not 1 <= mode <= 0o777:
+        raise invalid("mode", "a permission mode in [0o1, 0o777] (0 would make a table nobody can open)", mode)
+    if mode & 0o020 and not trust_group_writable:
+        raise invalid("mode", "a mode the group may not write, unless trust_group_writable is true", mode)
+    if mode & 0o002 and not trust_world_writable:
+        raise invalid("mode", "a mode others may not write (anyone on the host), unless trust_world_writable is true", mode)
+    return _open(name, role, capacity, mode, library, trust_uid, trust_group_writable, trust_world_writable)
+
+
+def unlink_table(name: str, library: Union[None, str, "os.PathLike[str]", ctypes.CDLL] = None) -> bool:
+    """Removes a table's name (``/dev/shm/<name>``); open handles keep working until closed. True
+    when removed, False when there was no such table; ``ERR_PERMISSION_DENIED`` when this user may
+    not remove it."""
+    raw_name = _name(name)
+    lib = _library(library)
+    status = lib.wp_unlink(raw_name)
+    if status == 0:
+        return True
+    if status == _abi.WP_ERR_NOT_FOUND:
+        return False
+    raise status_error(lib, status, "unlink_table(%r)" % name)
