@@ -1,8 +1,8 @@
 // The package installed as a dependency, the way a user's project gets it: `npm pack`, then
 // `npm install` of the tarball into a fresh project, once per supported build path. Each path
 // must end with the addon and libwaitprep.so where nativeLibraryPath() finds them (or, without a
-// compiler, with the JavaScript fallback and a reason naming the compiler), and the Python ctypes
-// example shipped in the package must load that library. npm takes the package's dependencies
+// compiler, with the JavaScript fallback and a reason naming the compiler), and the Python package
+// shipped in it (python/) must find that library beside it and load it. npm takes the package's dependencies
 // from its cache (--prefer-offline): the registry is asked only for what the cache lacks.
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -120,10 +120,14 @@ function probe(installed: Installed, path: string, env: NodeJS.ProcessEnv = {}):
   return JSON.parse(out.stdout) as Probe;
 }
 
-/** Loads `library` through the installed package's Python ctypes wrapper (which checks its ABI version and statuses). */
-function loadFromPython(installed: Installed, library: string, path: string): string {
-  const script = 'import sys; sys.path.insert(0, sys.argv[1]); import waitprep_table; print(waitprep_table.load(sys.argv[2]).wp_abi_version())';
-  return run('python3', ['-c', script, join(installed.pkg, 'examples', 'python'), library], { cwd: installed.project, env: cleanEnv(path) }).stdout.trim();
+/**
+ * Loads libwaitprep.so through the installed package's Python package (its python/ on PYTHONPATH, no
+ * path and no WAITPREP_LIBRARY given, so it looks beside itself; loading checks the ABI version and
+ * statuses): the path it loaded, and the ABI version.
+ */
+function loadFromPython(installed: Installed, path: string): string {
+  const script = 'import waitprep; lib = waitprep.load_library(); print(lib._name, lib.wp_abi_version())';
+  return run('python3', ['-c', script], { cwd: installed.project, env: { ...cleanEnv(path), PYTHONPATH: join(installed.pkg, 'python') } }).stdout.trim();
 }
 
 const installRecord = (installed: Installed) => JSON.parse(readFileSync(join(installed.pkg, 'build', 'waitprep-install.json'), 'utf8')) as { outcome: string; reason: string };
@@ -170,8 +174,8 @@ describe('the package installed as a dependency', () => {
         loadError: null,
       });
     });
-    it.runIf(runsIf('install-paths: with a compiler, from Python', PYTHON))('the Python ctypes example loads that library', () => {
-      expect(loadFromPython(installed, probe(installed, withCompiler).loaded!.library!, withCompiler)).toMatch(/^\d+$/);
+    it.runIf(runsIf('install-paths: with a compiler, from Python', PYTHON))('the Python package finds and loads that library', () => {
+      expect(loadFromPython(installed, withCompiler)).toMatch(new RegExp(`^${probe(installed, withCompiler).loaded!.library!} \\d+$`));
     });
   });
 
@@ -232,8 +236,8 @@ describe('the package installed as a dependency', () => {
         loadError: null,
       });
     });
-    it.runIf(runsIf('install-paths: prebuilds, from Python', PYTHON))('the Python ctypes example loads that library', () => {
-      expect(loadFromPython(installed, probe(installed, noCompiler).loaded!.library!, noCompiler)).toMatch(/^\d+$/);
+    it.runIf(runsIf('install-paths: prebuilds, from Python', PYTHON))('the Python package finds and loads that library', () => {
+      expect(loadFromPython(installed, noCompiler)).toMatch(new RegExp(`^${probe(installed, noCompiler).loaded!.library!} \\d+$`));
     });
   });
 });

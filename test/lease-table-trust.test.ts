@@ -150,15 +150,15 @@ const hasPython = spawnSync('python3', ['--version'], { encoding: 'utf8' }).stat
 const libPath = nativeLibraryPath();
 const PYTHON_TRUST = `
 import json, os, sys
-sys.path.insert(0, os.path.join(sys.argv[1], "examples", "python"))
-import waitprep_table as w
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+import waitprep
 name = sys.argv[2]
 out = {}
 try:
-    w.Table.open(name, False)
-except w.WaitprepError as e:
-    out["default"] = e.name
-t = w.Table.open(name, False, trust_group_writable=True, trust_world_writable=True)
+    waitprep.open_table(name)
+except waitprep.WaitprepError as e:
+    out["default"] = [e.code, e.status_name]
+t = waitprep.open_table(name, trust_group_writable=True, trust_world_writable=True)
 out["trusted"] = t.client_index >= 0
 t.close()
 print(json.dumps(out))
@@ -170,8 +170,8 @@ describe.runIf(runsIf('python table trust', NATIVE, [hasPython, 'python3 is not 
     tables.push(openLeaseTable({ name, role: 'producer', create: { capacity: 8 }, implementation: 'native' }));
     chmodSync(`/dev/shm/${name}`, 0o666);
     const root = fileURLToPath(new URL('..', import.meta.url));
-    const run = spawnSync('python3', ['-c', PYTHON_TRUST, root, name], { encoding: 'utf8', env: { ...process.env, WAITPREP_LIB: libPath! }, timeout: 30_000 });
+    const run = spawnSync('python3', ['-c', PYTHON_TRUST, root, name], { encoding: 'utf8', env: { ...process.env, WAITPREP_LIBRARY: libPath! }, timeout: 30_000 });
     expect(run.status, run.stderr).toBe(0);
-    expect(JSON.parse(run.stdout.trim())).toEqual({ default: 'WP_ERR_UNTRUSTED_SEGMENT', trusted: true });
+    expect(JSON.parse(run.stdout.trim())).toEqual({ default: ['ERR_UNTRUSTED_SEGMENT', 'WP_ERR_UNTRUSTED_SEGMENT'], trusted: true });
   });
 });

@@ -10,7 +10,7 @@ import {
   type ArtifactKeyFields,
   type LeaseTable,
 } from '../lib/index.js';
-import { TABLE_MISS_REASON } from '../lib/miss-reasons.js';
+import { BACKEND_MISS_REASONS, TABLE_MISS_REASON } from '../lib/miss-reasons.js';
 import { TARGET_A, TARGET_B } from './helpers.js';
 import { NATIVE, runsIf } from './skip-reasons.js';
 
@@ -64,7 +64,7 @@ class Producer {
   constructor(args: string[]) {
     this.child = spawn('python3', ['examples/python/runtime_producer.py', ...args], {
       cwd: root,
-      env: { ...process.env, WAITPREP_LIB: libPath!, PYTHONDONTWRITEBYTECODE: '1' },
+      env: { ...process.env, WAITPREP_LIBRARY: libPath!, PYTHONPATH: `${root}python`, PYTHONDONTWRITEBYTECODE: '1' },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     this.child.stderr.setEncoding('utf8').on('data', (chunk: string) => (this.stderr += chunk));
@@ -111,7 +111,7 @@ class Producer {
   }
 }
 
-describe.runIf(runsIf('Python runtime and Node share a table', NATIVE, [hasPython, 'no python3 on PATH'], [libPath !== null, 'libwaitprep.so is not built']))('Python runtime (ctypes over libwaitprep.so) and Node share a table', () => {
+describe.runIf(runsIf('Python runtime and Node share a table', NATIVE, [hasPython, 'no python3 on PATH'], [libPath !== null, 'libwaitprep.so is not built']))('Python runtime (the waitprep package over libwaitprep.so) and Node share a table', () => {
   const cleanup: (() => void)[] = [];
   afterEach(() => {
     for (const fn of cleanup.splice(0).reverse()) fn();
@@ -214,24 +214,26 @@ describe.runIf(runsIf('Python runtime and Node share a table', NATIVE, [hasPytho
     expect(unlinkLeaseTable(name)).toBe(true);
   });
 
-  it('the wrapper checks its status numbers against the library at load, and names a renumbered one', () => {
+  it('the package checks its status numbers against the library at load, names a renumbered one, and names misses as Node does', () => {
     const script = [
-      'import json, waitprep_table as t',
-      'lib = t.load()',
-      'spell = lambda status: t.status_name(lib, status)',
-      'renumbered = dict(t.STATUS, WP_MISS_EVICTING=9)',
-      'print(json.dumps({"loaded": t.status_mismatch(spell), "renumbered": t.status_mismatch(spell, renumbered), "reasons": t.MISS_REASON}))',
+      'import json, waitprep',
+      'from waitprep import _abi, library',
+      'lib = waitprep.load_library()',
+      'spell = lambda status: library.status_name(lib, status)',
+      'renumbered = dict(_abi.STATUS, WP_MISS_EVICTING=99)',
+      'print(json.dumps({"loaded": library.status_mismatch(spell), "renumbered": library.status_mismatch(spell, renumbered), "reasons": _abi.MISS_REASON, "all": waitprep.MISS_REASONS}))',
     ].join('\n');
     const run = spawnSync('python3', ['-c', script], {
-      cwd: `${root}examples/python`,
-      env: { ...process.env, WAITPREP_LIB: libPath!, PYTHONDONTWRITEBYTECODE: '1' },
+      cwd: root,
+      env: { ...process.env, WAITPREP_LIBRARY: libPath!, PYTHONPATH: `${root}python`, PYTHONDONTWRITEBYTECODE: '1' },
       encoding: 'utf8',
     });
     expect(run.status, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual({
       loaded: null,
-      renumbered: 'status WP_MISS_EVICTING is 9 in this wrapper, but the library spells 9 as WP_UNKNOWN',
+      renumbered: 'status WP_MISS_EVICTING is 99 in this package, but the library spells 99 as WP_UNKNOWN',
       reasons: Object.fromEntries(Object.entries(TABLE_MISS_REASON)),
+      all: [...Object.values(TABLE_MISS_REASON), ...BACKEND_MISS_REASONS],
     });
   });
 

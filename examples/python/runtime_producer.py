@@ -1,11 +1,12 @@
 """A model runtime's side of a waitprep lease table, in Python: the producer.
 
-    WAITPREP_LIB=/path/to/build/Release/libwaitprep.so \\
+    pip install ./python    # or PYTHONPATH=python from a checkout
+    WAITPREP_LIBRARY=/path/to/build/Release/libwaitprep.so \\
         python3 examples/python/runtime_producer.py --table demo [--keys JSON] [--device-write JSON]
 
 Creates the table (``--capacity``, default 64; ``--open`` opens an existing one
 instead) as its single producer, computes each key's digest with
-``waitprep_key.digest`` (the same bytes as Node's ``artifactKey(fields).digest``),
+``waitprep.key_digest`` (the same bytes as Node's ``artifactKey(fields).digest``),
 reserves a slot, "validates" the prepared artifact, and publishes its metadata.
 Then it prints one JSON line::
 
@@ -25,11 +26,11 @@ and then reads commands, one a line, from stdin:
     exit    closes the table (releasing the producer role) and exits 0; so does end of input.
 
 --keys is a JSON list of key-field objects (the shape docs/key-encoding.md and
-waitprep_key.py describe; sourcePageGeneration / representationVersion may be
+waitprep.key describe; sourcePageGeneration / representationVersion may be
 decimal strings). --device-write is a JSON object, or a list of them,
 {"key": <index, default 0>, "device": "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx",
 "arena": N, "arenaGeneration": N, "writeSeq": N}: the runtime records that it
-finished writing that artifact into that device arena. --lib overrides WAITPREP_LIB.
+finished writing that artifact into that device arena. --lib overrides WAITPREP_LIBRARY.
 """
 
 import argparse
@@ -38,10 +39,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import waitprep_key  # noqa: E402
-import waitprep_table  # noqa: E402
+import waitprep
 
 #: Used when --keys is not given: three pages of one prompt.
 BUILTIN_KEYS = [
@@ -101,7 +99,7 @@ def emit(obj):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", default="waitprep-python-demo", help="table name (default %(default)s)")
-    parser.add_argument("--lib", default=None, help="path of libwaitprep.so (default: $WAITPREP_LIB)")
+    parser.add_argument("--lib", default=None, help="path of libwaitprep.so (default: $WAITPREP_LIBRARY, then beside the Node package)")
     parser.add_argument("--capacity", type=int, default=64, help="slots of the table to create (default %(default)s)")
     parser.add_argument("--open", action="store_true", help="open an existing table instead of creating one")
     parser.add_argument("--keys", default=None, help="JSON list of key-field objects (default: a built-in set)")
@@ -111,17 +109,17 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    lib = waitprep_table.load(args.lib)
-    keys = [waitprep_key.from_json(k) for k in json.loads(args.keys)] if args.keys is not None else BUILTIN_KEYS
+    keys = [waitprep.key.from_json(k) for k in json.loads(args.keys)] if args.keys is not None else BUILTIN_KEYS
     writes = json.loads(args.device_write) if args.device_write is not None else []
     if isinstance(writes, dict):
         writes = [writes]
 
-    digests = [waitprep_key.digest(fields) for fields in keys]  # InvalidKeyError names a bad field
-    table = waitprep_table.Table.open(
-        args.table, producer=True, create_capacity=0 if args.open else args.capacity, lib=lib
-    )
-    try:
+    digests = [waitprep.key_digest(fields) for fields in keys]  # ERR_INVALID_KEY names a bad field
+    if args.open:
+        table = waitprep.open_table(args.table, "producer", library=args.lib)
+    else:
+        table = waitprep.create_table(args.table, args.capacity, "producer", library=args.lib)
+    with table:
         published = []
         for index, (fields, digest) in enumerate(zip(keys, digests)):
             reservation = table.reserve(digest)
@@ -173,8 +171,6 @@ def main(argv):
                 break
             elif command:
                 emit({"event": "error", "message": "unknown command %r (evict, reap, exit)" % command})
-    finally:
-        table.close()
     return 0
 
 
