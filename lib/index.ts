@@ -11,6 +11,20 @@ export {
   type ArtifactKeyPlainFields,
   type ArtifactKeySource,
 } from './key.js';
+export {
+  ChunkChain,
+  ChunkKey,
+  chunkKeys,
+  chunkProfile,
+  manifestKey,
+  isManifestKey,
+  CHUNK_PARENT_FIELD,
+  MANIFEST_FIELD,
+  RESERVED_EXTRA_PREFIX,
+  MAX_CHUNK_TOKENS,
+  type ChunkChainOptions,
+  type ChunkProfile,
+} from './chunk-keys.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
 export type { MissReason } from './miss-reasons.js';

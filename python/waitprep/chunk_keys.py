@@ -213,8 +213,9 @@ def _token_bytes(tokens: Tokens) -> bytes:
         try:
             packed = array("I", tokens)
         except (OverflowError, TypeError):
+            # Names the token array() refused; a bool is an int to array(), so it is to this check too.
             for i, token in enumerate(tokens):
-                if not _is_int(token) or not 0 <= token <= _U32_MAX:
+                if not isinstance(token, int) or not 0 <= token <= _U32_MAX:
                     raise InvalidKeyError("tokens[%d]" % i, "an integer token in [0, 2^32-1]", token) from None
             raise
     if _BIG_ENDIAN:
