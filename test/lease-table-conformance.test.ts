@@ -546,7 +546,7 @@ function conformance(impl: Impl, h: Harness): void {
       lease.close();
     });
 
-    it('a reservation whose slot is not a u32 integer or whose generation is not a u64 bigint is ERR_INVALID_ARGUMENT, and the slot stays reserved', () => {
+    it('a reservation whose slot is not a u32 integer or whose generation is not a bigint below 2^56 is ERR_INVALID_ARGUMENT, and the slot stays reserved', () => {
       const { producer, consumer: reader } = pair(h);
       const key = makeKey(1);
       const r = producer.reserve(key);
@@ -556,6 +556,8 @@ function conformance(impl: Impl, h: Harness): void {
         { ...r, slot: -1 },
         { ...r, generation: r.generation - 1n - (1n << 64n) },
         { ...r, generation: r.generation + (1n << 64n) },
+        { ...r, generation: r.generation + (1n << 56n) }, // 56 generation bits: it would wrap onto this slot
+        { ...r, generation: 1n << 56n },
         { ...r, generation: -1n },
       ];
       for (const bad of forged) {

@@ -863,7 +863,8 @@ export class JsTableHandle implements TableHandle {
   private reservedSlot(slot: number, generation: bigint): number {
     const check = this.producerCheck();
     if (check !== STATUS.OK) return check;
-    if (!Number.isInteger(slot) || slot < 0 || slot >= this.capacity || typeof generation !== 'bigint') {
+    // 56 generation bits: a larger one would wrap onto another slot word (wp_publish refuses it too).
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.capacity || typeof generation !== 'bigint' || generation < 0n || generation >> 56n !== 0n) {
       return STATUS.ERR_INVALID_ARGUMENT;
     }
     const sg = Atomics.load(this.u64, this.sgIndex(slot));

@@ -480,14 +480,19 @@ export class LeaseTable {
     if (
       typeof reservation !== 'object' || reservation === null ||
       !Number.isInteger(reservation.slot) || reservation.slot < 0 || reservation.slot > U32_MAX ||
-      typeof reservation.generation !== 'bigint' || u64OrNull(reservation.generation) === null
+      typeof reservation.generation !== 'bigint' || reservation.generation < 0n || reservation.generation >= GENERATION_END
     ) {
-      throw invalidArgument('reservation', 'a Reservation from reserve() (slot a u32 integer, generation a u64 bigint)', reservation);
+      throw invalidArgument('reservation', 'a Reservation from reserve() (slot a u32 integer, generation a bigint below 2^56)', reservation);
     }
   }
 }
 
 const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
+/**
+ * A slot's generation has 56 bits (layout.ts: the state word is state | generation << 8), so a
+ * reservation's generation at or past 2^56 would wrap onto a live slot's word: it is refused.
+ */
+const GENERATION_END = 1n << 56n;
 
 /**
  * Object.prototype, read for the names tryPin takes from `want`. The wake path reads `want` with

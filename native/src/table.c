@@ -533,7 +533,13 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
     /* O_NOFOLLOW (glibc adds it too): a link planted under the name is never followed. */
     fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
     if (fd < 0) return errno == EEXIST ? WP_ERR_EXISTS : system_status();
-    fchmod(fd, (mode_t)mode); /* the umask must not narrow what the caller asked for */
+    if (fchmod(fd, (mode_t)mode) != 0) { /* the umask must not narrow what the caller asked for */
+      int err = errno;
+      close(fd);
+      shm_unlink(path);
+      errno = err;
+      return WP_ERR_SYSTEM;
+    }
     size = segment_size_for(create);
     /* Reserve every page now: a sparse segment on a tmpfs without room for it maps fine and
      * then kills whoever first touches a page tmpfs cannot supply (init_header, or a client
@@ -639,7 +645,7 @@ int wp_segment_owner(const char *name, uint32_t *uid, uint32_t *mode) {
   char full[WP_MAX_NAME + 16];
   snprintf(full, sizeof full, "/dev/shm%s", path);
   int fd = open(full, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : WP_ERR_SYSTEM;
+  if (fd < 0) return errno == ENOENT ? WP_ERR_NOT_FOUND : system_status();
   struct stat st;
   int rc = fstat(fd, &st) == 0 ? WP_OK : WP_ERR_SYSTEM;
   close(fd);
@@ -665,6 +671,8 @@ void wp_close(wp_table *t) {
   if (wp_check_segment(t, NULL) == WP_OK) {
     release_client_pins(t, t->client);
     uint64_t mine = producer_word_of(t->client, t->client_word);
+    /* seq_cst, load and CAS: the producer word is a handshake with claim_producer's CAS and the
+     * reaper's, as everywhere it is touched. */
     if (t->producer && __atomic_load_n(u64_at(t, WP_HDR_PRODUCER), __ATOMIC_SEQ_CST) == mine) {
       /* Still the producer (not reaped in between): abandon our reservations, then let go. */
       settle_producer_slots(t);
@@ -774,6 +782,7 @@ static inline __attribute__((always_inline)) int pin_found(wp_table *t, uint32_t
   uint64_t token;
   if (rc == WP_OK) rc = lease_acquire(t, slot, &token) == WP_OK ? WP_OK : WP_MISS_CONTENDED;
   if (rc != WP_OK) {
+    /* release: the device-record reads above happen before an evictor sees the bit gone. */
     if (pins == 0) __atomic_fetch_and(slot_word(t, slot, WP_SLOT_PIN_MASK), ~bit, __ATOMIC_RELEASE);
     return rc;
   }
@@ -944,7 +953,8 @@ static int reserve_locked(wp_table *t, const uint8_t digest[32], wp_reservation 
 static int reserved_slot(const wp_table *t, const wp_reservation *r) {
   if (t == NULL || r == NULL) return WP_ERR_INVALID_ARGUMENT;
   if (!t->producer) return WP_ERR_NOT_PRODUCER;
-  if (r->slot >= t->capacity) return WP_ERR_INVALID_ARGUMENT;
+  /* 56 generation bits: a larger one would wrap, in make_sg, onto a live slot's word. */
+  if (r->slot >= t->capacity || r->generation >> (64 - STATE_BITS) != 0) return WP_ERR_INVALID_ARGUMENT;
   uint64_t sg = __atomic_load_n(slot_word(t, r->slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE);
   return sg == make_sg(WP_SLOT_RESERVED, r->generation) ? WP_OK : WP_STALE;
 }

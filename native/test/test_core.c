@@ -1095,6 +1095,11 @@ static void test_null_arguments(void) {
   CHECK_RC(wp_publish(p, NULL, &meta), WP_ERR_INVALID_ARGUMENT);
   CHECK_RC(wp_reserve(p, d, &r), WP_OK);
   CHECK_RC(wp_publish(p, &r, NULL), WP_ERR_INVALID_ARGUMENT);
+  /* A generation past its 56 bits would wrap onto the slot's live word: refused, not published. */
+  wp_reservation wrapped = {r.slot, r.generation + (1ull << 56)};
+  CHECK_RC(wp_publish(p, &wrapped, &meta), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_abandon(p, &wrapped), WP_ERR_INVALID_ARGUMENT);
+  CHECK((wp_slot_state_gen(p, r.slot) & 0xff) == WP_SLOT_RESERVED);
   CHECK_RC(wp_abandon(NULL, &r), WP_ERR_INVALID_ARGUMENT);
   CHECK_RC(wp_abandon(p, NULL), WP_ERR_INVALID_ARGUMENT);
   CHECK_RC(wp_publish(p, &r, &meta), WP_OK);
@@ -1106,6 +1111,13 @@ static void test_null_arguments(void) {
   CHECK_RC(-wp_reap_dead_clients(NULL), WP_ERR_INVALID_ARGUMENT);
   CHECK_RC(wp_summarize(NULL, &sum), WP_ERR_INVALID_ARGUMENT);
   CHECK_RC(wp_summarize(p, NULL), WP_ERR_INVALID_ARGUMENT);
+  uint64_t file_size = 0;
+  uint32_t uid, mode;
+  CHECK_RC(wp_check_segment(NULL, &file_size), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_check_segment(p, NULL), WP_OK);
+  CHECK_RC(wp_segment_owner(NULL, &uid, &mode), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_segment_owner(name, NULL, &mode), WP_ERR_INVALID_ARGUMENT);
+  CHECK_RC(wp_segment_owner(name, &uid, NULL), WP_ERR_INVALID_ARGUMENT);
   CHECK(wp_capacity(NULL) == 0 && wp_client_index(NULL) == -1 && wp_is_producer(NULL) == 0);
   CHECK(wp_slot_state_gen(NULL, 0) == 0 && wp_slot_pin_mask(NULL, 0) == 0 && wp_client_pins(NULL, 0) == 0);
   size_t size = 1;
