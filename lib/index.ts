@@ -25,6 +25,17 @@ export {
   type ChunkChainOptions,
   type ChunkProfile,
 } from './chunk-keys.js';
+export {
+  ManifestProducer,
+  encodeManifest,
+  decodeManifest,
+  MANIFEST_MAGIC,
+  MANIFEST_HEADER_BYTES,
+  type DecodedManifest,
+  type ManifestChunk,
+  type ManifestIncomplete,
+  type ManifestReservation,
+} from './manifest.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
 export type { MissReason } from './miss-reasons.js';

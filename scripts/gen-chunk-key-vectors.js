@@ -15,7 +15,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ChunkChain, CHUNK_PARENT_FIELD, MANIFEST_FIELD, WaitprepError, artifactKey, chunkProfile } from 'waitprep';
+import { ChunkChain, CHUNK_PARENT_FIELD, MANIFEST_FIELD, WaitprepError, artifactKey, chunkProfile, encodeManifest } from 'waitprep';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const outPath = join(root, 'test', 'vectors', 'chunk-keys.json');
@@ -27,7 +27,7 @@ const ABOUT = [
   'extended with, in order. "chunks" lists every full chunk the turns complete: its index, token count, parent digest',
   '(hex, "" for the first), digest, and canonical WPK1 encoding when shorter than 2048 bytes. "partial" is the key of',
   'the unfinished tail after the last turn (null when there is none), and "manifest" the manifest key of the full chunks',
-  '(null before the first). sourcePageGeneration and representationVersion are JSON numbers up to 2^53-1, else decimal',
+  '(null before the first) with its bytes ("bytesHex": WPM1, the chunk count, the total tokens, the digests). sourcePageGeneration and representationVersion are JSON numbers up to 2^53-1, else decimal',
   'strings to convert to an unsigned integer. Each entry of "invalid" must be refused with "code", naming "field" (Node)',
   'or "pythonField" (Python). Regenerate with: npx tsc -p . && node scripts/gen-chunk-key-vectors.js',
 ].join(' ');
@@ -157,7 +157,12 @@ function vectorOf(name, jsonOptions, turns) {
     const want = artifactKey(specFields(options, all.slice(last.index * options.chunkTokens, (last.index + 1) * options.chunkTokens), last.parentHex, chunks.length));
     if (want.hex !== key.hex) fail(`${name}: the manifest key is ${key.hex}, the spec's fields give ${want.hex}`);
     const bytes = key.toBytes();
-    manifest = { chunkCount: chunks.length, digestHex: key.hex, ...(bytes.length < INLINE_HEX_LIMIT ? { canonicalHex: Buffer.from(bytes).toString('hex') } : {}) };
+    manifest = {
+      chunkCount: chunks.length,
+      digestHex: key.hex,
+      ...(bytes.length < INLINE_HEX_LIMIT ? { canonicalHex: Buffer.from(bytes).toString('hex') } : {}),
+      bytesHex: Buffer.from(encodeManifest(chunks.map((c) => c.digest), chunks.length * options.chunkTokens)).toString('hex'),
+    };
   }
   const chunkJson = (chunk) => {
     const bytes = chunk.toBytes();

@@ -14,6 +14,7 @@ import {
   artifactKey,
   chunkKeys,
   chunkProfile,
+  encodeManifest,
   isManifestKey,
   manifestKey,
   type ChunkChainOptions,
@@ -25,7 +26,7 @@ interface Vector {
   turns: number[][];
   chunks: Array<{ index: number; tokenCount: number; parentHex: string; digestHex: string; canonicalHex?: string }>;
   partial: { tokenCount: number; parentHex: string; digestHex: string } | null;
-  manifest: { chunkCount: number; digestHex: string; canonicalHex?: string } | null;
+  manifest: { chunkCount: number; digestHex: string; canonicalHex?: string; bytesHex: string } | null;
 }
 interface Invalid {
   name: string;
@@ -87,6 +88,7 @@ describe('chunk-key vectors (test/vectors/chunk-keys.json)', () => {
       if (v.manifest.canonicalHex !== undefined) expect(hex(key.toBytes())).toBe(v.manifest.canonicalHex);
       expect(key.source.extra[MANIFEST_FIELD]).toBe(String(v.manifest.chunkCount));
       expect(isManifestKey(key)).toBe(true);
+      expect(hex(encodeManifest(chunks.map((c) => c.digest), chunks.reduce((n, c) => n + c.tokenCount, 0)))).toBe(v.manifest.bytesHex);
       expect(isManifestKey(chunks.at(-1)!.toArtifactKey())).toBe(false);
     }
     expect(chain.digests()).toEqual(v.chunks.map((c) => c.digestHex));

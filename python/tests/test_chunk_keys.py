@@ -22,6 +22,7 @@ from waitprep.chunk_keys import (  # noqa: E402
     chunk_profile,
     manifest_key,
 )
+from waitprep.manifest import encode_manifest  # noqa: E402
 
 VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "vectors", "chunk-keys.json")
 
@@ -94,6 +95,8 @@ class VectorTests(unittest.TestCase):
                     self.assertEqual(m.chunk_count, v["manifest"]["chunkCount"])
                     if "canonicalHex" in v["manifest"]:
                         self.assertEqual(m.encoding.hex(), v["manifest"]["canonicalHex"])
+                    total = sum(c.token_count for c in chunks)
+                    self.assertEqual(encode_manifest([c.digest for c in chunks], total).hex(), v["manifest"]["bytesHex"])
                 self.assertEqual([d.hex() for d in chain.digests()], [c["digestHex"] for c in v["chunks"]])
 
     def test_invalid(self):

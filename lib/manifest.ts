@@ -1,0 +1,280 @@
+/**
+ * Manifests (docs/engine-keys.md#manifests): the complete publishable unit of a chunked request.
+ * A manifest's key identifies the whole prefix (the last chunk's key plus the manifest marker,
+ * {@link manifestKey}); its bytes list the chunks' digests in order. {@link ManifestProducer} is
+ * the producer's side over a {@link LeaseTable}: it publishes a manifest only while it holds a pin
+ * on every chunk the manifest lists (so each is READY, and stays so until the manifest is), and it
+ * evicts a chunk only after every manifest listing it is evicted, which a pinned manifest refuses.
+ */
+import { WaitprepError, invalidArgument } from './errors.js';
+import { ChunkKey, MANIFEST_FIELD, isManifestKey } from './chunk-keys.js';
+import { assertArtifactKey, type ArtifactKey } from './key.js';
+import type { ArtifactMeta, LeaseTable, Reservation } from './lease-table/table.js';
+import type { Lease, Miss } from './types.js';
+
+/** First bytes of a manifest's bytes: "WPM" and the format version 1. */
+export const MANIFEST_MAGIC = Uint8Array.of(0x57, 0x50, 0x4d, 0x31);
+/** Bytes before the digests: magic, u32le chunk count, u64le total tokens. */
+export const MANIFEST_HEADER_BYTES = 16;
+const DIGEST_BYTES = 32;
+const U32_MAX = 0xffff_ffff;
+
+/** A manifest's bytes, read back. */
+export interface DecodedManifest {
+  /** The chunks' digests, in chain order: fresh 32-byte arrays. */
+  digests: Uint8Array[];
+  /** The same digests as 64-character lowercase hex. */
+  hexes: string[];
+  /** Tokens over every chunk the manifest lists. */
+  totalTokens: bigint;
+}
+
+/**
+ * A manifest's bytes: `WPM1`, the chunk count (u32le), the total token count (u64le), then each
+ * chunk's 32-byte digest in chain order. Throws `ERR_INVALID_ARGUMENT` for no digests or a digest
+ * that is not 32 bytes.
+ */
+export function encodeManifest(digests: readonly Uint8Array[], totalTokens: number | bigint): Uint8Array {
+  if (!Array.isArray(digests) || digests.length === 0 || digests.length > U32_MAX) {
+    throw invalidArgument('digests', 'a non-empty array of 32-byte digests', digests);
+  }
+  const tokens = BigInt(totalTokens);
+  if (tokens < 0n || tokens >= 1n << 64n) throw invalidArgument('totalTokens', 'a u64', totalTokens);
+  const out = new Uint8Array(MANIFEST_HEADER_BYTES + DIGEST_BYTES * digests.length);
+  const view = new DataView(out.buffer);
+  out.set(MANIFEST_MAGIC, 0);
+  view.setUint32(4, digests.length, true);
+  view.setBigUint64(8, tokens, true);
+  digests.forEach((digest, i) => {
+    if (!(digest instanceof Uint8Array) || digest.length !== DIGEST_BYTES) throw invalidArgument(`digests[${i}]`, 'a 32-byte Uint8Array', digest);
+    out.set(digest, MANIFEST_HEADER_BYTES + DIGEST_BYTES * i);
+  });
+  return out;
+}
+
+/**
+ * Reads a manifest's bytes strictly: the magic, a non-zero count, and exactly that many digests
+ * with nothing after them. Throws `ERR_INVALID_ARGUMENT` (field `manifest`) saying what differs.
+ */
+export function decodeManifest(bytes: Uint8Array): DecodedManifest {
+  const bad = (expected: string, got: string): never => {
+    throw new WaitprepError('ERR_INVALID_ARGUMENT', `Expected the manifest bytes to be ${expected}, got ${got}`, { field: 'manifest' });
+  };
+  if (!(bytes instanceof Uint8Array)) return bad('a Uint8Array', typeof bytes);
+  if (bytes.length < MANIFEST_HEADER_BYTES) bad(`at least ${MANIFEST_HEADER_BYTES} bytes`, `${bytes.length}`);
+  for (let i = 0; i < MANIFEST_MAGIC.length; i++) if (bytes[i] !== MANIFEST_MAGIC[i]) bad('headed by the magic WPM1', Buffer.from(bytes.subarray(0, 4)).toString('hex'));
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const count = view.getUint32(4, true);
+  if (count === 0) bad('a non-zero chunk count', '0');
+  const want = MANIFEST_HEADER_BYTES + DIGEST_BYTES * count;
+  if (bytes.length !== want) bad(`${want} bytes long for ${count} chunks`, `${bytes.length}`);
+  const digests: Uint8Array[] = [];
+  const hexes: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const digest = bytes.slice(MANIFEST_HEADER_BYTES + DIGEST_BYTES * i, MANIFEST_HEADER_BYTES + DIGEST_BYTES * (i + 1));
+    digests.push(digest);
+    hexes.push(Buffer.from(digest).toString('hex'));
+  }
+  return { digests, hexes, totalTokens: view.getBigUint64(8, true) };
+}
+
+/** A chunk the manifest cannot list yet: its index in the list and the table's miss reason. */
+export interface ManifestIncomplete {
+  kind: 'incomplete';
+  /** Index of the first chunk that was not READY. */
+  chunk: number;
+  /** Why: the miss reason its pin got (`absent`, `preparing`, `evicting`, `contended`, …). */
+  reason: string;
+}
+
+/** A manifest reserved by {@link ManifestProducer.reserve}, to publish or abandon. */
+export interface ManifestReservation {
+  readonly kind: 'reservation';
+  readonly key: ArtifactKey;
+  /** The table's reservation of the manifest's slot. */
+  readonly reservation: Reservation;
+  /** The manifest's bytes ({@link encodeManifest}): store them, then publish their location. */
+  readonly bytes: Uint8Array;
+  /** The listed chunks' digests in hex, in order. */
+  readonly chunks: readonly string[];
+}
+
+interface Held {
+  chunks: ArtifactKey[];
+  pins: Lease[];
+}
+
+/** A chunk as the helper takes it: a {@link ChunkKey} or the chunk's {@link ArtifactKey}. */
+export type ManifestChunk = ChunkKey | ArtifactKey;
+
+/**
+ * The producer's manifest rules over its {@link LeaseTable} (the table's single producer):
+ *
+ * 1. {@link reserve} pins every listed chunk through the producer's own handle, so a chunk that
+ *    is not READY is {@link ManifestIncomplete} and nothing is reserved; {@link publish} makes the
+ *    manifest READY while those pins still hold, then releases them.
+ * 2. {@link tryEvict} of a chunk first evicts every published manifest that lists it. A pinned
+ *    manifest refuses (`'pinned'`), and then the chunk stays: while a manifest is pinned, none of
+ *    its chunks is evicted. A reader that pinned the manifest may read every chunk's bytes
+ *    without pinning them.
+ *
+ * The rule holds for evictions made through this helper: route every eviction of a chunk here
+ * (the table's own `tryEvict` knows nothing of manifests). What the helper knows lives in this
+ * process; a producer that reopens a table holding manifests from an earlier run must evict them
+ * before it evicts chunks.
+ */
+export class ManifestProducer {
+  /** The producer table the helper works on. */
+  readonly table: LeaseTable;
+  /** Published manifests by hex: their key and the chunk keys they list. */
+  readonly #manifests = new Map<string, { key: ArtifactKey; chunks: ArtifactKey[] }>();
+  /** Chunk hex -> the hexes of published manifests that list it. */
+  readonly #listedBy = new Map<string, Set<string>>();
+  /** Reservations not yet published or abandoned, and the chunk pins each holds. */
+  readonly #held = new WeakMap<ManifestReservation, Held>();
+
+  constructor(table: LeaseTable) {
+    if (typeof table !== 'object' || table === null || typeof (table as LeaseTable).tryPin !== 'function') {
+      throw invalidArgument('table', 'a LeaseTable opened as the producer', table);
+    }
+    this.table = table;
+  }
+
+  /**
+   * Reserves `manifest`'s slot once every chunk in `chunks` (in chain order) is READY, and
+   * returns its reservation with the manifest's bytes; or, when one is not, the first such chunk
+   * and why, with nothing reserved or pinned. `manifest` must be a manifest key whose marker is
+   * `chunks.length` (`ERR_INVALID_ARGUMENT` otherwise). The table's `reserve` errors pass through
+   * (`ERR_KEY_EXISTS` when the manifest is already reserved or published).
+   */
+  reserve(manifest: ArtifactKey, chunks: readonly ManifestChunk[]): ManifestReservation | ManifestIncomplete {
+    assertArtifactKey(manifest);
+    if (!isManifestKey(manifest)) throw invalidArgument('manifest', `a manifest key (source.extra["${MANIFEST_FIELD}"] set; see manifestKey())`, manifest.toString());
+    if (!Array.isArray(chunks) || chunks.length === 0) throw invalidArgument('chunks', 'a non-empty array of the chunk keys the manifest lists', chunks);
+    if (manifest.source.extra[MANIFEST_FIELD] !== String(chunks.length)) {
+      throw invalidArgument('chunks', `the ${manifest.source.extra[MANIFEST_FIELD]} chunks the manifest key counts`, chunks);
+    }
+    const keys = chunks.map((chunk, i) => {
+      if (chunk instanceof ChunkKey) return chunk.toArtifactKey();
+      try {
+        assertArtifactKey(chunk);
+      } catch {
+        throw invalidArgument(`chunks[${i}]`, 'a ChunkKey or an ArtifactKey', chunk);
+      }
+      return chunk;
+    });
+    const pins: Lease[] = [];
+    const release = (): void => {
+      for (const pin of pins) pin.close();
+    };
+    for (let i = 0; i < keys.length; i++) {
+      const got: Lease | Miss = this.table.tryPin(keys[i]!);
+      if (got.kind === 'miss') {
+        release();
+        return { kind: 'incomplete', chunk: i, reason: got.reason };
+      }
+      pins.push(got);
+    }
+    let reservation: Reservation;
+    try {
+      reservation = this.table.reserve(manifest);
+    } catch (error) {
+      release();
+      throw error;
+    }
+    const digests = keys.map((key) => key.digest);
+    let tokens = 0;
+    for (const key of keys) tokens += key.tokenCount;
+    const reserved: ManifestReservation = Object.freeze({
+      kind: 'reservation' as const,
+      key: manifest,
+      reservation,
+      bytes: encodeManifest(digests, tokens),
+      chunks: Object.freeze(keys.map((key) => key.hex)),
+    });
+    this.#held.set(reserved, { chunks: keys, pins });
+    return reserved;
+  }
+
+  /**
+   * Publishes a reserved manifest with the metadata of its stored bytes, while the chunk pins
+   * still hold; then records which chunks it lists and releases those pins. If the table refuses
+   * the publish, its error passes through and the pins stay until {@link abandon}.
+   */
+  publish(reserved: ManifestReservation, meta: ArtifactMeta): void {
+    const held = this.#heldOf(reserved, 'publish');
+    this.table.publish(reserved.reservation, meta);
+    this.#held.delete(reserved);
+    const hex = reserved.key.hex;
+    this.#manifests.set(hex, { key: reserved.key, chunks: held.chunks });
+    for (const chunk of held.chunks) {
+      let set = this.#listedBy.get(chunk.hex);
+      if (set === undefined) this.#listedBy.set(chunk.hex, (set = new Set()));
+      set.add(hex);
+    }
+    for (const pin of held.pins) pin.close();
+  }
+
+  /** Gives the manifest's slot back and releases its chunk pins. */
+  abandon(reserved: ManifestReservation): void {
+    const held = this.#heldOf(reserved, 'abandon');
+    this.#held.delete(reserved);
+    try {
+      this.table.abandon(reserved.reservation);
+    } finally {
+      for (const pin of held.pins) pin.close();
+    }
+  }
+
+  /**
+   * Evicts `key` unless it is pinned, or, for a chunk, unless a manifest listing it is pinned:
+   * each published manifest that lists the chunk is evicted first, and the first that refuses
+   * (`'pinned'`) keeps the chunk (manifests evicted before it stay evicted). `'evicted'`,
+   * `'pinned'` or `'absent'`, as the table's `tryEvict`.
+   */
+  tryEvict(key: ManifestChunk): 'evicted' | 'pinned' | 'absent' {
+    const artifact = key instanceof ChunkKey ? key.toArtifactKey() : key;
+    assertArtifactKey(artifact);
+    const hex = artifact.hex;
+    if (this.#manifests.has(hex)) return this.#evictManifest(hex);
+    const listing = this.#listedBy.get(hex);
+    if (listing !== undefined) {
+      for (const manifest of [...listing]) {
+        if (this.#evictManifest(manifest) === 'pinned') return 'pinned';
+      }
+    }
+    return this.table.tryEvict(artifact);
+  }
+
+  /** The hexes of the published manifests that list `chunk`: a fresh array, for operators and tests. */
+  manifestsListing(chunk: ManifestChunk): string[] {
+    const hex = chunk instanceof ChunkKey ? chunk.hex : chunk.hex;
+    return [...(this.#listedBy.get(hex) ?? [])];
+  }
+
+  /** Published manifests this helper knows. */
+  get manifests(): number {
+    return this.#manifests.size;
+  }
+
+  #evictManifest(hex: string): 'evicted' | 'pinned' | 'absent' {
+    const entry = this.#manifests.get(hex)!;
+    const result = this.table.tryEvict(entry.key);
+    if (result === 'pinned') return result;
+    this.#manifests.delete(hex);
+    for (const chunk of entry.chunks) {
+      const set = this.#listedBy.get(chunk.hex);
+      set?.delete(hex);
+      if (set?.size === 0) this.#listedBy.delete(chunk.hex);
+    }
+    return result;
+  }
+
+  #heldOf(reserved: ManifestReservation, what: string): Held {
+    const held = this.#held.get(reserved);
+    if (held === undefined) {
+      throw new WaitprepError('ERR_STALE_RESERVATION', `${what}: not a pending manifest reservation of this helper (published or abandoned already, or another helper's)`);
+    }
+    return held;
+  }
+}
