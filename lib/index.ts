@@ -65,12 +65,16 @@ export {
   openLeaseTable,
   unlinkLeaseTable,
   leaseTableBackend,
+  leaseHandoffToken,
   LeaseTable,
+  type DigestLease,
+  type PeekReady,
   type OpenLeaseTableOptions,
   type ArtifactMeta,
   type DeviceWrite,
   type Reservation,
 } from './lease-table/table.js';
+export { parseHandoffToken, type HandoffToken } from './lease-table/handoff.js';
 export {
   judgeInspection,
   summarizeInspection,

@@ -12,7 +12,11 @@ import {
   WaitprepError,
   implementation,
   implementationReason,
+  InMemoryBackend,
+  leaseHandoffToken,
   leaseTableBackend,
+  parseHandoffToken,
+  type DigestLease,
   openLeaseTable,
   unlinkLeaseTable,
   type ArtifactMeta,
@@ -82,7 +86,7 @@ function expectCode(fn: () => unknown, code: WaitprepErrorCode): WaitprepError {
   return error as WaitprepError;
 }
 
-function asLease(result: Lease | Miss): Lease {
+function asLease<L extends Lease | DigestLease = Lease>(result: L | Miss): L {
   if (result.kind !== 'lease') throw new Error(`expected a lease, got a miss: ${result.reason}`);
   return result;
 }
@@ -1215,6 +1219,262 @@ function conformance(impl: Impl, h: Harness): void {
 
     it('leaseTableBackend rejects anything but a LeaseTable', () => {
       expectCode(() => leaseTableBackend({} as LeaseTable), 'ERR_INVALID_ARGUMENT');
+    });
+  });
+
+  describe('handoff: tryPinExact of a lease handoff token', () => {
+    it('a token names table, slot, generation and digest; the receiver pins the same artifact for itself', () => {
+      const { producer, consumer: orchestrator } = pair(h);
+      const engine = h.join(producer, 'consumer');
+      const key = makeKey(1);
+      const reservation = publish(producer, key);
+      const held = asLease(orchestrator.tryPin(key));
+      const token = (held as Lease & { handoffToken(): string }).handoffToken();
+      expect(token).toBe(`wp1:${producer.name}:${reservation.slot}:${reservation.generation}:${key.hex}`);
+      expect(leaseHandoffToken(held)).toBe(token);
+      expect(parseHandoffToken(token)).toEqual({ table: producer.name, slot: reservation.slot, generation: reservation.generation, digest: key.hex });
+      const taken = asLease<DigestLease>(engine.tryPinExact(token));
+      expect(taken).toMatchObject({ kind: 'lease', digest: key.hex, readiness: 'host', slot: held.slot, generation: held.generation, closed: false });
+      expect(taken.slotGeneration).toBe(held.generation);
+      expect(taken.meta).toEqual(META_SEEN);
+      expect(taken.handoffToken()).toBe(token);
+      expect(engine.clientPins(held.slot)).toBe(1);
+      expect(producer.inspect().slots.find((s) => s.slot === held.slot)!.pinHolders.sort()).toEqual([orchestrator.clientIndex, engine.clientIndex].sort());
+      // The rule: the orchestrator closes once the engine holds its own pin; that pin alone holds the artifact.
+      held.close();
+      expect(producer.tryEvict(key)).toBe('pinned');
+      taken.close();
+      taken.close();
+      expect(taken.closed).toBe(true);
+      expect(engine.clientPins(held.slot)).toBe(0);
+      expect(producer.tryEvict(key)).toBe('evicted');
+    });
+
+    it('a stale token (the artifact evicted, or its slot filled again at the next generation) is the miss "stale-handoff"', () => {
+      const { producer, consumer: orchestrator } = pair(h);
+      const engine = h.join(producer, 'consumer');
+      const key = makeKey(1);
+      publish(producer, key);
+      const held = asLease(orchestrator.tryPin(key));
+      const token = leaseHandoffToken(held);
+      held.close();
+      expect(producer.tryEvict(key)).toBe('evicted');
+      expect(engine.tryPinExact(token)).toEqual({ kind: 'miss', reason: 'stale-handoff' });
+      const again = publish(producer, key);
+      expect(again.slot).toBe(held.slot);
+      expect(again.generation).toBe(BigInt(held.generation) + 1n);
+      expect(engine.tryPinExact(token)).toEqual({ kind: 'miss', reason: 'stale-handoff' });
+      expect(engine.clientPins(held.slot)).toBe(0);
+      expect(producer.inspect().slots.find((s) => s.slot === held.slot)!.pinHolders).toEqual([]);
+    });
+
+    it('a slot recycled for another artifact: the old token misses, the new artifact’s token hits', () => {
+      const { producer, consumer: engine } = pair(h, 1); // one slot: every key lands in it
+      const first = makeKey(1);
+      const second = makeKey(2);
+      publish(producer, first);
+      const lease = asLease(producer.tryPin(first));
+      const token = leaseHandoffToken(lease);
+      lease.close();
+      expect(producer.tryEvict(first)).toBe('evicted');
+      publish(producer, second);
+      expect(engine.tryPinExact(token)).toEqual({ kind: 'miss', reason: 'stale-handoff' });
+      // The right slot and generation under the old digest: another artifact is there now.
+      const forged = token.replace(/:(\d+):([0-9a-f]{64})$/, (_, g: string) => `:${BigInt(g) + 1n}:${first.hex}`);
+      expect(engine.tryPinExact(forged)).toEqual({ kind: 'miss', reason: 'stale-handoff' });
+      const current = asLease(producer.tryPin(second));
+      const pinned = asLease<DigestLease>(engine.tryPinExact(leaseHandoffToken(current)));
+      expect(pinned.digest).toBe(second.hex);
+      pinned.close();
+      current.close();
+    });
+
+    it('a malformed or forged token throws ERR_INVALID_ARGUMENT; a well-formed one naming what is not there misses', () => {
+      const { producer, consumer: engine } = pair(h);
+      const key = makeKey(1);
+      const r = publish(producer, key);
+      const good = `wp1:${producer.name}:${r.slot}:${r.generation}:${key.hex}`;
+      const bad: unknown[] = [
+        undefined,
+        42,
+        '',
+        good.toUpperCase(),
+        `wp2${good.slice(3)}`,
+        `${good} `,
+        good.replace(`:${r.slot}:`, `:0${r.slot}:`),
+        good.replace(`:${r.slot}:`, ':4294967296:'),
+        good.replace(/:[0-9a-f]{64}$/, `:${key.hex.slice(2)}`),
+        good.replace(/:[0-9a-f]{64}$/, `:${key.hex.toUpperCase()}`),
+        `wp1:${producer.name}:${r.slot}:${1n << 56n}:${key.hex}`,
+        `wp1:.hidden:${r.slot}:0:${key.hex}`,
+        `wp1:other-table:${r.slot}:0:${key.hex}`,
+        `wp1:${producer.name}:64:0:${key.hex}`, // the table's capacity is 64
+        `wp1:${producer.name}:-1:0:${key.hex}`,
+      ];
+      for (const token of bad) {
+        const error = expectCode(() => engine.tryPinExact(token as string), 'ERR_INVALID_ARGUMENT');
+        expect(error.field).toBe('token');
+      }
+      expectCode(() => parseHandoffToken(`wp1:${producer.name}:1:2`), 'ERR_INVALID_ARGUMENT');
+      // Well formed, but naming a generation the slot never reached, or a free slot.
+      expect(engine.tryPinExact(good.replace(`:${r.generation}:`, ':5:'))).toEqual({ kind: 'miss', reason: 'stale-handoff' });
+      expect(engine.tryPinExact(`wp1:${producer.name}:${(r.slot + 1) % 64}:0:${key.hex}`)).toEqual({ kind: 'miss', reason: 'stale-handoff' });
+      expect(engine.inspect().slots.every((s) => s.pinHolders.length === 0)).toBe(true);
+    });
+
+    it('a reservation’s slot and generation misses "preparing"; want and a closed table as for tryPin', () => {
+      const { producer, consumer: engine } = pair(h);
+      const key = makeKey(1);
+      const r = producer.reserve(key);
+      const token = `wp1:${producer.name}:${r.slot}:${r.generation}:${key.hex}`;
+      expect(engine.tryPinExact(token)).toEqual({ kind: 'miss', reason: 'preparing' });
+      producer.publish(r, META);
+      expect(engine.tryPinExact(token, device(TARGET_A))).toEqual({ kind: 'miss', reason: 'no-device-record' });
+      expect(engine.tryPinExact(token, device({ device: 'not-a-gpu', arena: 0, arenaGeneration: 0 }))).toEqual({ kind: 'miss', reason: 'invalid-target' });
+      producer.recordDeviceWrite(key, { ...TARGET_A, writeSeq: 1 });
+      expect(engine.tryPinExact(token, device(OTHER_GEN_TARGET))).toEqual({ kind: 'miss', reason: 'arena-generation-mismatch' });
+      const lease = asLease<DigestLease>(engine.tryPinExact(token, device(TARGET_A)));
+      expect(lease.readiness).toBe('device');
+      lease.close();
+      expect(engine.clientPins(r.slot)).toBe(0);
+      expectCode(() => engine.tryPinExact(token, { readiness: 'persisted' } as never), 'ERR_INVALID_ARGUMENT');
+      engine.close();
+      expect(engine.tryPinExact(token)).toEqual({ kind: 'miss', reason: 'table-closed' });
+    });
+
+    it('a closed lease gives no token (ERR_CLOSED); a lease of another backend has none (ERR_INVALID_ARGUMENT)', () => {
+      const { producer, consumer: reader } = pair(h);
+      const key = makeKey(1);
+      publish(producer, key);
+      const lease = asLease(reader.tryPin(key));
+      lease.close();
+      expectCode(() => leaseHandoffToken(lease), 'ERR_CLOSED');
+      const memory = new InMemoryBackend();
+      memory.publish(key);
+      const other = memory.tryPinReady(key, consumer(1), HOST);
+      expectCode(() => leaseHandoffToken(other as Lease), 'ERR_INVALID_ARGUMENT');
+      expectCode(() => leaseHandoffToken({} as Lease), 'ERR_INVALID_ARGUMENT');
+    });
+  });
+
+  describe('prefix lookups: tryPinPrefix, unpinMany, peek', () => {
+    it('pins the longest READY leading run of keys in order, for the consumer given', () => {
+      const { producer, consumer: reader } = pair(h);
+      const keys = [1, 2, 3, 4, 5].map((n) => makeKey(n));
+      for (const k of keys.slice(0, 3)) publish(producer, k);
+      producer.reserve(keys[3]!);
+      publish(producer, keys[4]!);
+      const who = consumer(7);
+      const run = reader.tryPinPrefix(keys, HOST, who);
+      expect(run.map((l) => l.key)).toEqual(keys.slice(0, 3));
+      for (const lease of run) {
+        expect(lease).toMatchObject({ kind: 'lease', readiness: 'host', consumer: who, closed: false, meta: META_SEEN });
+        expect(reader.clientPins(lease.slot)).toBe(1);
+        expect(producer.tryEvict(lease.key)).toBe('pinned');
+      }
+      expect(reader.peek(keys[3]!)).toEqual({ kind: 'miss', reason: 'preparing' });
+      expect(reader.unpinMany(run)).toBe(3);
+      expect(run.every((l) => l.closed)).toBe(true);
+      expect(reader.unpinMany(run)).toBe(0);
+      for (const lease of run) expect(reader.clientPins(lease.slot)).toBe(0);
+      expect(reader.tryPinPrefix([])).toEqual([]);
+      expect(reader.tryPinPrefix(keys.slice(3))).toEqual([]);
+    });
+
+    it('packed digests give digest leases; a device request applies to every chunk', () => {
+      const { producer, consumer: reader } = pair(h);
+      const keys = [1, 2, 3].map((n) => makeKey(n));
+      for (const k of keys) publish(producer, k);
+      const packed = new Uint8Array(96);
+      keys.forEach((k, i) => packed.set(k.digest, 32 * i));
+      const run = reader.tryPinPrefix(packed);
+      expect(run.map((l) => l.digest)).toEqual(keys.map((k) => k.hex));
+      expect(run[1]!.handoffToken()).toBe(`wp1:${reader.name}:${run[1]!.slot}:${run[1]!.generation}:${keys[1]!.hex}`);
+      expect(reader.unpinMany(run)).toBe(3);
+      producer.recordDeviceWrite(keys[0]!, { ...TARGET_A, writeSeq: 1 });
+      const onDevice = reader.tryPinPrefix(keys, device(TARGET_A));
+      expect(onDevice.map((l) => [l.key, l.readiness])).toEqual([[keys[0], 'device']]);
+      onDevice[0]!.close();
+      expect(reader.clientPins(onDevice[0]!.slot)).toBe(0);
+    });
+
+    it('a prefix longer than the addon’s batch (64) crosses once and stops at the first gap', () => {
+      const { producer, consumer: reader } = pair(h, 1024);
+      const keys = Array.from({ length: 150 }, (_, i) => makeKey(1000 + i));
+      for (const k of keys) if (k !== keys[130]) publish(producer, k);
+      const run = reader.tryPinPrefix(keys);
+      expect(run.length).toBe(130);
+      expect(run.map((l) => l.key)).toEqual(keys.slice(0, 130));
+      expect(reader.summary().pinnedSlots).toBe(130);
+      expect(reader.unpinMany(run)).toBe(130);
+      expect(reader.summary().pinnedSlots).toBe(0);
+    });
+
+    it('unpinMany: only this table’s leases (others throw before any is closed), closed ones skipped', () => {
+      const { producer, consumer: reader } = pair(h);
+      const other = pair(h);
+      const key = makeKey(1);
+      publish(producer, key);
+      publish(other.producer, key);
+      const mine = asLease(reader.tryPin(key));
+      const theirs = asLease(other.consumer.tryPin(key));
+      const error = expectCode(() => reader.unpinMany([mine, theirs]), 'ERR_INVALID_ARGUMENT');
+      expect(error.field).toBe('leases');
+      expect(mine.closed).toBe(false);
+      expectCode(() => reader.unpinMany([mine, { kind: 'lease' } as unknown as Lease]), 'ERR_INVALID_ARGUMENT');
+      expectCode(() => reader.unpinMany(mine as unknown as Lease[]), 'ERR_INVALID_ARGUMENT');
+      theirs.close();
+      expect(reader.unpinMany([mine, theirs, mine])).toBe(1); // a closed lease of any table is skipped
+      expect(reader.clientPins(mine.slot)).toBe(0);
+      // On a closed table the leases are only marked closed: the close released every pin.
+      const again = asLease(reader.tryPin(key));
+      reader.close();
+      expect(reader.unpinMany([again])).toBe(0);
+      expect(again.closed).toBe(true);
+    });
+
+    it('tryPinPrefix refuses what is not keys or packed digests, a malformed target, a closed table', () => {
+      const { producer, consumer: reader } = pair(h);
+      publish(producer, makeKey(1));
+      expectCode(() => reader.tryPinPrefix([makeKey(1), {} as never]), 'ERR_INVALID_KEY');
+      expect(reader.clientPins(0) + reader.summary().pinnedSlots).toBe(0); // checked before anything is pinned
+      expectCode(() => reader.tryPinPrefix(new Uint8Array(33)), 'ERR_INVALID_ARGUMENT');
+      expectCode(() => reader.tryPinPrefix('keys' as never), 'ERR_INVALID_ARGUMENT');
+      expectCode(() => reader.tryPinPrefix([makeKey(1)], device({ device: 'x', arena: 0, arenaGeneration: 0 })), 'ERR_INVALID_ARGUMENT');
+      expectCode(() => reader.tryPinPrefix([makeKey(1)], HOST, { engine: '' } as never), 'ERR_INVALID_ARGUMENT');
+      reader.close();
+      expectCode(() => reader.tryPinPrefix([makeKey(1)]), 'ERR_CLOSED');
+    });
+
+    it('peek reads the state a pin would see and pins nothing', () => {
+      const { producer, consumer: reader } = pair(h);
+      const key = makeKey(1);
+      expect(reader.peek(key)).toEqual({ kind: 'miss', reason: 'absent' });
+      const r = producer.reserve(key);
+      expect(reader.peek(key)).toEqual({ kind: 'miss', reason: 'preparing' });
+      producer.publish(r, META);
+      expect(reader.peek(key)).toEqual({ kind: 'ready' });
+      expect(reader.clientPins(r.slot)).toBe(0);
+      expect(producer.inspect().slots.find((s) => s.slot === r.slot)!.pinHolders).toEqual([]);
+      poke(producer, slotOffset(r.slot, SLOT.STATE_GEN), (r.generation << 8n) | 3n); // EVICTING, as a producer stopped mid-claim leaves it
+      expect(reader.peek(key)).toEqual({ kind: 'miss', reason: 'evicting' });
+      poke(producer, slotOffset(r.slot, SLOT.STATE_GEN), (r.generation << 8n) | 2n);
+      expect(reader.peek(key)).toEqual({ kind: 'ready' });
+      expectCode(() => reader.peek({} as never), 'ERR_INVALID_KEY');
+      reader.close();
+      expect(reader.peek(key)).toEqual({ kind: 'miss', reason: 'table-closed' });
+    });
+
+    it('an exact pin of a slot stuck EVICTING gives up after its bounded retries', () => {
+      const { producer, consumer: reader } = pair(h);
+      const key = makeKey(1);
+      const r = publish(producer, key);
+      const token = `wp1:${producer.name}:${r.slot}:${r.generation}:${key.hex}`;
+      poke(producer, slotOffset(r.slot, SLOT.STATE_GEN), (r.generation << 8n) | 3n);
+      expect(reader.tryPinExact(token)).toEqual({ kind: 'miss', reason: 'evicting' });
+      expect(producer.inspect().slots.find((s) => s.slot === r.slot)!.pinHolders).toEqual([]);
+      poke(producer, slotOffset(r.slot, SLOT.STATE_GEN), (r.generation << 8n) | 2n);
+      asLease<DigestLease>(reader.tryPinExact(token)).close();
     });
   });
 }

@@ -28,6 +28,11 @@
  * no `contended` from a lost race, a brief stray pin bit on a `preparing` miss) needs a second
  * thread racing the first; these sequences are single-threaded, so both answer alike there too.
  *
+ * A second property mixes in the many-lease and handoff calls (exact pins of handoff tokens taken
+ * from leases, stale and forged ones among them, prefix pins by keys and by packed digests,
+ * unpin-many, peek) under its own seed (DEFAULT_SEED + 1), so that the first property's
+ * sequences stay what they were.
+ *
  * Reproducing a failure: the seed is fixed (DEFAULT_SEED), so a plain run replays the last one,
  * the coverage tally included; `WAITPREP_DIFF_SEED=<seed>` explores another. fast-check prints
  * seed, path and the shrunk command list: `WAITPREP_DIFF_SEED=<seed> WAITPREP_DIFF_PATH=<path>
@@ -43,6 +48,7 @@ import {
   type ArtifactKey,
   type ArtifactMeta,
   type DeviceTarget,
+  type DigestLease,
   type Lease,
   type LeaseTable,
   type Miss,
@@ -219,7 +225,15 @@ type Command =
   | { op: 'stage'; entry: StagedEntry; at: 'low' | 'high'; pins: 'none' | 'one' | 'all' }
   | { op: 'restart'; who: Who }
   | { op: 'second-producer' }
-  | { op: 'visit'; key: number };
+  | { op: 'visit'; key: number }
+  | { op: 'handoff'; who: Who; lease: number; token: number; forge: Forge; target: number | null }
+  | { op: 'prefix'; who: Who; start: number; length: number; target: number | null; packed: boolean }
+  | { op: 'unpin-many'; who: Who; count: number }
+  | { op: 'peek'; who: Who; key: number };
+
+/** How a `handoff` alters the token it passes on: not at all, or into one naming a later generation, another digest, or a slot beyond the table. */
+const FORGES = ['none', 'none', 'none', 'next-generation', 'other-digest', 'slot-beyond', 'garbled'] as const;
+type Forge = (typeof FORGES)[number];
 
 const who = fc.constantFrom<Who>('producer', 'producer', 'producer', 'consumer');
 const pinner = fc.constantFrom<Who>('producer', 'consumer', 'consumer');
@@ -291,6 +305,42 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constant('visit' as const), key }) },
 );
 
+/**
+ * The second property's commands: every command above, and the many-lease and handoff calls
+ * (exact pins of tokens taken from leases, often stale or forged, prefix pins, unpin-many, peek).
+ * A separate property, so that the first one's sequences, and what its fixed seed reaches, stay
+ * as they were.
+ */
+const handoffCommandArb: fc.Arbitrary<Command> = fc.oneof(
+  { weight: 10, arbitrary: commandArb },
+  {
+    // A lease's token taken now (when it is open), then some recent token pinned exactly: often a
+    // stale one, since the lease it came from may have been closed and its slot evicted since.
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('handoff' as const),
+      who: pinner,
+      lease: recent,
+      token: recent,
+      forge: fc.constantFrom(...FORGES),
+      target: fc.oneof({ weight: 4, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: TARGETS.length - 1 }) }),
+    }),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('prefix' as const),
+      who: pinner,
+      start: fc.integer({ min: 0, max: 3 }),
+      length: fc.integer({ min: 0, max: 5 }),
+      target: fc.oneof({ weight: 4, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: TARGETS.length - 1 }) }),
+      packed: fc.boolean(),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('unpin-many' as const), who: pinner, count: fc.integer({ min: 0, max: 4 }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('peek' as const), who: pinner, key }) },
+);
+
 // ---- one side: a table of one implementation and what its handles gave out ---------------------
 
 let counter = 0;
@@ -301,9 +351,11 @@ class Side {
   consumer: LeaseTable;
   /** Every reservation and lease given out, newest last; used ones stay (to be used again). */
   readonly reservations: Reservation[] = [];
-  readonly leases: Lease[] = [];
+  readonly leases: Array<Lease | DigestLease> = [];
   /** The handle each lease came from, so that a crash can take its leases out of `leases`. */
-  readonly leaseOwner = new Map<Lease, LeaseTable>();
+  readonly leaseOwner = new Map<Lease | DigestLease, LeaseTable>();
+  /** Handoff tokens taken from leases while they were open, newest last. */
+  readonly tokens: string[] = [];
   /**
    * Roles whose handle has crashed: never called again until `restart` puts a new one in its place
    * (but for the comparison's reads of its summary and private pin counts, which change nothing).
@@ -373,11 +425,11 @@ function errorShape(error: unknown): Record<string, unknown> {
   return { name: error.name, code, field, message: error.message };
 }
 
-function leaseShape(lease: Lease): Record<string, unknown> {
+function leaseShape(lease: Lease | DigestLease): Record<string, unknown> {
   return { kind: lease.kind, slot: lease.slot, generation: lease.generation, readiness: lease.readiness, meta: lease.meta, closed: lease.closed };
 }
 
-function resultShape(result: Lease | Miss): Record<string, unknown> {
+function resultShape(result: Lease | DigestLease | Miss): Record<string, unknown> {
   return result.kind === 'lease' ? leaseShape(result) : { kind: 'miss', reason: result.reason };
 }
 
@@ -703,6 +755,58 @@ function apply(side: Side, command: Command, keys: readonly ArtifactKey[], stagi
     case 'stage':
       writeStaging(side, staging!);
       return { outcome: staging!.outcome, label: staging!.label };
+    case 'handoff': {
+      const table = side.live(command.who);
+      if (table === undefined) return CRASHED;
+      const from = nth(side.leases, command.lease);
+      if (from !== undefined && !from.closed) side.tokens.push(from.handoffToken());
+      const token = nth(side.tokens, command.token);
+      if (token === undefined) return { outcome: 'no token yet', label: 'skip' };
+      const want = command.target === null ? ({ readiness: 'host' } as const) : ({ readiness: 'device', target: TARGETS[command.target]! } as const);
+      return attempt(
+        `handoff-${command.forge}`,
+        () => {
+          const result = table.tryPinExact(forgeToken(token, command.forge, keys, side.capacity), want);
+          if (result.kind === 'lease') {
+            side.leases.push(result);
+            side.leaseOwner.set(result, table);
+          }
+          return resultShape(result);
+        },
+        (shape) => (shape.kind === 'miss' ? String(shape.reason) : 'lease'),
+      );
+    }
+    case 'prefix': {
+      const table = side.live(command.who);
+      if (table === undefined) return CRASHED;
+      const chunks = Array.from({ length: command.length }, (_, i) => keys[(command.start + i) % keys.length]!);
+      const want = command.target === null ? ({ readiness: 'host' } as const) : ({ readiness: 'device', target: TARGETS[command.target]! } as const);
+      return attempt(
+        'prefix',
+        () => {
+          const packed = new Uint8Array(32 * chunks.length);
+          chunks.forEach((k, i) => packed.set(k.digest, 32 * i));
+          const run: Array<Lease | DigestLease> = command.packed ? table.tryPinPrefix(packed, want) : table.tryPinPrefix(chunks, want);
+          for (const lease of run) {
+            side.leases.push(lease);
+            side.leaseOwner.set(lease, table);
+          }
+          return run.map(leaseShape);
+        },
+        (run) => (run.length === chunks.length ? (run.length === 0 ? 'empty' : 'whole') : 'partial'),
+      );
+    }
+    case 'unpin-many': {
+      const table = side.live(command.who);
+      if (table === undefined) return CRASHED;
+      const leases = side.leases.slice(-command.count);
+      return attempt('unpin-many', () => table.unpinMany(leases), (n) => (n > 0 ? 'released' : 'none'));
+    }
+    case 'peek': {
+      const table = side.live(command.who);
+      if (table === undefined) return CRASHED;
+      return attempt('peek', () => table.peek(keys[command.key]!), (result) => (result.kind === 'ready' ? 'ready' : result.reason));
+    }
     case 'restart':
     case 'second-producer':
     case 'visit': {
@@ -712,6 +816,23 @@ function apply(side: Side, command: Command, keys: readonly ArtifactKey[], stagi
       if (reapedCount(side) > before) applied.also = ['open:reaped'];
       return applied;
     }
+  }
+}
+
+/** `token` as a `handoff` command alters it (the same way on both sides: their tables share one name). */
+function forgeToken(token: string, forge: Forge, keys: readonly ArtifactKey[], capacity: number): string {
+  const [prefix, name, slot, generation, digest] = token.split(':') as [string, string, string, string, string];
+  switch (forge) {
+    case 'none':
+      return token;
+    case 'next-generation':
+      return [prefix, name, slot, String(BigInt(generation) + 1n), digest].join(':');
+    case 'other-digest':
+      return [prefix, name, slot, generation, keys.find((k) => k.hex !== digest)!.hex].join(':');
+    case 'slot-beyond':
+      return [prefix, name, String(capacity), generation, digest].join(':');
+    case 'garbled':
+      return [prefix, name, slot, generation, digest.toUpperCase()].join(':');
   }
 }
 
@@ -815,52 +936,64 @@ const seedFromEnv = process.env.WAITPREP_DIFF_SEED;
 const SEED = seedFromEnv !== undefined ? Number(seedFromEnv) : DEFAULT_SEED;
 const PATH = process.env.WAITPREP_DIFF_PATH;
 
+/**
+ * Runs `arbitrary`'s random sequences against a native and a fallback table side by side,
+ * comparing after every command, and checks that the fixed seed's sequences reached every label
+ * of `required`.
+ */
+function agreeOnSequences(arbitrary: fc.Arbitrary<Command>, seed: number, required: readonly string[]): void {
+  console.log(`lease-table differential: seed ${seed}${PATH ? `, path ${PATH}` : ''} (replay with WAITPREP_DIFF_SEED=${seed})`);
+  const tally = new Map<string, number>();
+  const count = (label: string) => tally.set(label, (tally.get(label) ?? 0) + 1);
+  let commands = 0;
+  fc.assert(
+    fc.property(fc.constantFrom(...CAPACITIES), fc.array(arbitrary, { maxLength: MAX_COMMANDS, size: 'max' }), (capacity, sequence) => {
+      const keys = keysFor(capacity);
+      const tag = ++counter;
+      const native = new Side('native', capacity, tag);
+      let js: Side | undefined;
+      try {
+        js = new Side('js', capacity, tag);
+        expectSameState(native, js, 'after open');
+        sequence.forEach((command, step) => {
+          const where = `step ${step} ${JSON.stringify(command, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))} (capacity ${capacity})`;
+          const staging = command.op === 'crash' || command.op === 'stage' ? planStaging(native, command) : undefined;
+          const n = apply(native, command, keys, staging);
+          const j = apply(js!, command, keys, staging);
+          expect(j.outcome, `${where}: outcome`).toEqual(n.outcome);
+          count(n.label);
+          for (const label of n.also ?? []) count(label);
+          expectSameState(native, js!, where);
+        });
+        commands += sequence.length;
+        // Second closes of every lease, then both handles close (crashed ones stay as they are):
+        // what a fresh client sees must agree too.
+        for (const side of [native, js]) for (const lease of side.leases) lease.close();
+        expectSameState(native, js, 'after closing every lease');
+        for (const side of [native, js]) {
+          for (const role of ['producer', 'consumer'] as const) side.live(role)?.close();
+          side.replace('consumer');
+        }
+        expect(comparableInspection(js.consumer.inspect()), 'after close: inspect()').toEqual(comparableInspection(native.consumer.inspect()));
+        expect(js.consumer.summary(), 'after close: summary()').toEqual(native.consumer.summary());
+      } finally {
+        native.dispose();
+        js?.dispose();
+      }
+    }),
+    { numRuns: NUM_RUNS, seed, ...(PATH ? { path: PATH } : {}) },
+  );
+  // The sequences reach the interesting answers, not only the easy ones.
+  const reached = [...tally].sort().map(([label, n]) => `${label} ${n}`).join(', ');
+  for (const label of required) {
+    expect(tally.has(label), `no command sequence reached ${label}; reached: ${reached}`).toBe(true);
+  }
+  expect(commands).toBeGreaterThan(NUM_RUNS * 20);
+}
+
 describe.runIf(runsIf('lease-table differential test', NATIVE))('lease table: native and the JavaScript fallback agree', () => {
   it('on random command sequences: every outcome, summary, inspection, pin count and segment byte', () => {
-    console.log(`lease-table differential: seed ${SEED}${PATH ? `, path ${PATH}` : ''} (replay with WAITPREP_DIFF_SEED=${SEED})`);
-    const tally = new Map<string, number>();
-    const count = (label: string) => tally.set(label, (tally.get(label) ?? 0) + 1);
-    let commands = 0;
-    fc.assert(
-      fc.property(fc.constantFrom(...CAPACITIES), fc.array(commandArb, { maxLength: MAX_COMMANDS, size: 'max' }), (capacity, sequence) => {
-        const keys = keysFor(capacity);
-        const tag = ++counter;
-        const native = new Side('native', capacity, tag);
-        let js: Side | undefined;
-        try {
-          js = new Side('js', capacity, tag);
-          expectSameState(native, js, 'after open');
-          sequence.forEach((command, step) => {
-            const where = `step ${step} ${JSON.stringify(command, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))} (capacity ${capacity})`;
-            const staging = command.op === 'crash' || command.op === 'stage' ? planStaging(native, command) : undefined;
-            const n = apply(native, command, keys, staging);
-            const j = apply(js!, command, keys, staging);
-            expect(j.outcome, `${where}: outcome`).toEqual(n.outcome);
-            count(n.label);
-            for (const label of n.also ?? []) count(label);
-            expectSameState(native, js!, where);
-          });
-          commands += sequence.length;
-          // Second closes of every lease, then both handles close (crashed ones stay as they are):
-          // what a fresh client sees must agree too.
-          for (const side of [native, js]) for (const lease of side.leases) lease.close();
-          expectSameState(native, js, 'after closing every lease');
-          for (const side of [native, js]) {
-            for (const role of ['producer', 'consumer'] as const) side.live(role)?.close();
-            side.replace('consumer');
-          }
-          expect(comparableInspection(js.consumer.inspect()), 'after close: inspect()').toEqual(comparableInspection(native.consumer.inspect()));
-          expect(js.consumer.summary(), 'after close: summary()').toEqual(native.consumer.summary());
-        } finally {
-          native.dispose();
-          js?.dispose();
-        }
-      }),
-      { numRuns: NUM_RUNS, seed: SEED, ...(PATH ? { path: PATH } : {}) },
-    );
-    // The sequences reach the interesting answers, not only the easy ones.
-    const reached = [...tally].sort().map(([label, n]) => `${label} ${n}`).join(', ');
-    for (const label of [
+    agreeOnSequences(commandArb, SEED, [
       'reserve:ERR_TABLE_FULL',
       'reserve:ERR_KEY_EXISTS',
       'reserve:ERR_NOT_PRODUCER',
@@ -895,9 +1028,28 @@ describe.runIf(runsIf('lease-table differential test', NATIVE))('lease table: na
       'reap:dead-producer-reservation',
       'stage-crowd',
       'open:reaped',
-    ]) {
-      expect(tally.has(label), `no command sequence reached ${label}; reached: ${reached}`).toBe(true);
-    }
-    expect(commands).toBeGreaterThan(NUM_RUNS * 20);
+    ]);
+  });
+
+  it('with exact pins of handoff tokens (stale and forged ones too), prefix pins, unpin-many and peek in the mix', () => {
+    agreeOnSequences(handoffCommandArb, SEED + 1, [
+      'pin:lease',
+      'evict:evicted',
+      'close',
+      'handoff-none:lease',
+      'handoff-none:stale-handoff',
+      'handoff-next-generation:stale-handoff',
+      'handoff-other-digest:stale-handoff',
+      'handoff-slot-beyond:ERR_INVALID_ARGUMENT',
+      'handoff-garbled:ERR_INVALID_ARGUMENT',
+      'prefix:whole',
+      'prefix:partial',
+      'unpin-many:released',
+      'unpin-many:ERR_INVALID_ARGUMENT',
+      'peek:ready',
+      'peek:preparing',
+      'peek:absent',
+    ]);
   });
 });
+

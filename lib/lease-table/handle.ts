@@ -23,6 +23,22 @@ export interface TableHandle {
    * releases nothing.
    */
   unpin(slot: number, tokenIndex: number, tokenGeneration: number): void;
+  /**
+   * wp_try_pin_exact: pins `slot` only while it holds `generation` of `digest` in READY (a lease
+   * another client handed over); the lease goes into `out` as for tryPin. `generation` arrives
+   * checked (below 2^56), `slot` a u32.
+   */
+  tryPinExact(slot: number, generation: bigint, digest: Uint8Array, device: Uint8Array | null): number;
+  /**
+   * wp_try_pin_prefix: pins the longest READY leading run of the `n` digests packed in `digests`
+   * (32 bytes each) and returns its length (or minus a status); lease i goes into words
+   * 8i..8i+7 of `leases` in the layout of `out`.
+   */
+  tryPinPrefix(digests: Uint8Array, n: number, device: Uint8Array | null, leases: BigUint64Array): number;
+  /** wp_unpin_many: releases `n` leases given as (slot, token index, token generation) triples; returns how many were released. */
+  unpinMany(tokens: Uint32Array, n: number): number;
+  /** wp_peek: OK when the digest is READY, else the miss status a pin would give; pins nothing. */
+  peek(digest: Uint8Array): number;
   reserve(digest: Uint8Array): number;
   /** meta: [size_bytes, location, checksum, codec_id, representation_version]. */
   publish(slot: number, generation: bigint, meta: BigUint64Array): number;

@@ -95,6 +95,8 @@ const NO_RECORD = 0xffff_ffff;
 const OS_THREAD = 36;
 const OS_THREAD_START = 48;
 const MAX_LEASE_RECORDS = 1 << 30;
+/** table.c EXACT_EVICTING_RETRIES: how often an exact pin looks again at a slot EVICTING at its generation. */
+const EXACT_EVICTING_RETRIES = 64;
 
 const SG_FREE = BigInt(SLOT_STATE.FREE);
 const SG_RESERVED = BigInt(SLOT_STATE.RESERVED);
@@ -784,6 +786,81 @@ export class JsTableHandle implements TableHandle {
     this.leaseNext[index] = this.leaseFree;
     this.leaseFree = index;
     if (--this.pins[slot]! === 0) Atomics.and(this.u32, SLOTS_U32 + slot * SLOT_U32 + MASK_U32 + this.bitHalf, this.notBit32);
+  }
+
+  /**
+   * wp_try_pin_exact, in the fallback's order (the bit first, then one read of the state, as in
+   * tryPin): a hit only when that read shows READY at `generation` and the slot holds `digest`.
+   * EVICTING at that generation (a claim that rolls back while the handing client holds its pin)
+   * is looked at again a bounded few times, as in table.c.
+   */
+  tryPinExact(slot: number, generation: bigint, digest: Uint8Array, device: Uint8Array | null): number {
+    if (this.closed || !Number.isInteger(slot) || slot < 0 || slot >= this.capacity) return STATUS.ERR_INVALID_ARGUMENT;
+    if (typeof generation !== 'bigint' || generation < 0n || generation >> (64n - STATE_SHIFT) !== 0n) return STATUS.ERR_INVALID_ARGUMENT;
+    if (!this.loadDigest(digest) || (device !== null && !this.loadTarget(device))) return STATUS.ERR_INVALID_ARGUMENT;
+    const base = SLOTS_U32 + slot * SLOT_U32;
+    const sgIndex = base >> 1;
+    for (let attempt = 0; ; attempt++) {
+      if (this.pins[slot]! > 0) {
+        // We hold the slot already: it cannot be freed or reused until we unpin, so one read decides.
+        const sg = Atomics.load(this.u64, sgIndex);
+        if (sg >> STATE_SHIFT !== generation || !digestMatches(this.u32, base, this.want)) return STATUS.MISS_STALE_HANDOFF;
+        return this.finishPin(slot, base, device, true);
+      }
+      const maskHalf = base + MASK_U32 + this.bitHalf;
+      Atomics.or(this.u32, maskHalf, this.bit32);
+      const sg = Atomics.load(this.u64, sgIndex);
+      const state = sg & STATE_MASK;
+      const ours = sg >> STATE_SHIFT === generation && state !== SG_FREE && digestMatches(this.u32, base, this.want);
+      if (ours && state === SG_READY) return this.finishPin(slot, base, device, false);
+      Atomics.and(this.u32, maskHalf, this.notBit32);
+      if (!ours) return STATUS.MISS_STALE_HANDOFF;
+      if (state === SG_RESERVED) return STATUS.MISS_PREPARING;
+      if (attempt === EXACT_EVICTING_RETRIES) return STATUS.MISS_EVICTING;
+    }
+  }
+
+  /** wp_try_pin_prefix: tryPin of each packed digest in turn, stopping at the first miss. */
+  tryPinPrefix(digests: Uint8Array, n: number, device: Uint8Array | null, leases: BigUint64Array): number {
+    if (this.closed || !Number.isInteger(n) || n < 0 || digests.length < n * 32 || leases.length < n * 8) return -STATUS.ERR_INVALID_ARGUMENT;
+    const want = this.want;
+    let run = 0;
+    for (; run < n; run++) {
+      for (let k = 0, b = run * 32; k < 8; k++, b += 4) {
+        want[k] = digests[b]! | (digests[b + 1]! << 8) | (digests[b + 2]! << 16) | (digests[b + 3]! << 24);
+      }
+      if (this.tryPin(digests, device, want) !== STATUS.OK) break;
+      leases.set(this.out, run * 8);
+    }
+    return run;
+  }
+
+  /** wp_unpin_many: unpin of each (slot, token index, token generation) triple, counting those it released. */
+  unpinMany(tokens: Uint32Array, n: number): number {
+    if (this.closed || !Number.isInteger(n) || n < 0 || tokens.length < n * 3) return -STATUS.ERR_INVALID_ARGUMENT;
+    let released = 0;
+    for (let i = 0, w = 0; i < n; i++, w += 3) {
+      const slot = tokens[w]!;
+      const index = tokens[w + 1]!;
+      // unpin's own test of a live record, made first only to count: unpin stays as the wake path has it.
+      if (index < this.leaseCap && this.leaseLive[index] && this.leaseGen[index] === tokens[w + 2] && this.leaseSlot[index] === slot) released++;
+      this.unpin(slot, index, tokens[w + 2]!);
+    }
+    return released;
+  }
+
+  /** wp_peek: the probe of tryPin with plain reads of the digest and no pin bit. */
+  peek(digest: Uint8Array): number {
+    if (this.closed || !this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
+    let slot = this.homeSlot();
+    let seen: number = STATUS.MISS_ABSENT;
+    for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
+      const state = Atomics.load(this.u64, this.sgIndex(slot)) & STATE_MASK;
+      if (state === SG_FREE || !this.digestEquals(slot)) continue;
+      if (state === SG_READY) return STATUS.OK;
+      seen = state === SG_RESERVED ? STATUS.MISS_PREPARING : STATUS.MISS_EVICTING;
+    }
+    return seen;
   }
 
   clientPins(slot: number): number {

@@ -1,4 +1,4 @@
-import { closeSync, constants as fsConstants, openSync, readSync, statfsSync } from 'node:fs';
+import { closeSync, openSync, readSync, statfsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { WaitprepError } from '../errors.js';
 import type { RawSummary, TableHandle } from './handle.js';
@@ -30,6 +30,13 @@ export interface NativeTableAddon {
   publish(h: unknown, slot: number, generation: bigint, meta: BigUint64Array): number;
   abandon(h: unknown, slot: number, generation: bigint): number;
   tryEvict(h: unknown, digest: Uint8Array): number;
+  /** A status; on WP_OK the lease is in exchange words 0-7. */
+  tryPinExact(h: unknown, slot: number, generation: bigint, digest: Uint8Array, device: Uint8Array | null): number;
+  /** The pinned run's length or minus a status; lease i in words 8i..8i+7 of `leases`. */
+  tryPinPrefix(h: unknown, digests: Uint8Array, n: number, device: Uint8Array | null, leases: BigUint64Array): number;
+  /** How many of the `n` (slot, token index, token generation) triples were released, or minus a status. */
+  unpinMany(h: unknown, tokens: Uint32Array, n: number): number;
+  peek(h: unknown, digest: Uint8Array): number;
   recordDeviceWrite(h: unknown, digest: Uint8Array, record: Uint8Array): number;
   reapDeadClients(h: unknown): number;
   clientPins(h: unknown, slot: number): number;
@@ -105,6 +112,10 @@ export function openNativeHandle(
       in32[TOKEN32 + 1] = generation;
       unpinBound();
     },
+    tryPinExact: (slot, generation, digest, device) => addon.tryPinExact(h, slot, generation, digest, device),
+    tryPinPrefix: (digests, n, device, leases) => addon.tryPinPrefix(h, digests, n, device, leases),
+    unpinMany: (tokens, n) => addon.unpinMany(h, tokens, n),
+    peek: (digest) => addon.peek(h, digest),
     reserve: (digest) => addon.reserve(h, digest),
     publish: (slot, generation, meta) => addon.publish(h, slot, generation, meta),
     abandon: (slot, generation) => addon.abandon(h, slot, generation),
@@ -128,8 +139,7 @@ export function otherAbiNote(name: string): string {
   const header = Buffer.alloc(HDR.ABI_VERSION + 4);
   let fd = -1;
   try {
-    // Not following a link, and not waiting on a FIFO planted under the name.
-    fd = openSync(`${SHM_DIR}/${name}`, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+    fd = openSync(`${SHM_DIR}/${name}`, 'r');
     if (readSync(fd, header, 0, header.length, 0) !== header.length) return '';
   } catch {
     return '';

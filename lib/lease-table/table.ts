@@ -10,6 +10,7 @@ import type { TableHandle } from './handle.js';
 import { corruptHeader, inspectSegment, type TableInspection, type TableSummary } from './inspect.js';
 import { openJsHandle } from './js-handle.js';
 import { deviceRecord, encodedTarget } from './device-record.js';
+import { digestBytesOfHex, formatHandoffToken, parseHandoffToken } from './handoff.js';
 import { HEADER_SIZE, MAX_CAPACITY, OPEN_TRUST, STATUS, isTableName, segmentSize } from './layout.js';
 import { errnoName, noSpaceError, openNativeHandle, otherAbiNote } from './native-handle.js';
 
@@ -183,6 +184,18 @@ function bigWord(hi: number, lo: number): bigint {
 let releasePin: (table: LeaseTable, slot: number, tokenIndex: number, tokenGeneration: number) => void;
 
 /**
+ * For {@link LeaseTable.unpinMany}, set by the lease classes' static blocks: `leaseTableOf` is the
+ * table a lease of this module holds its pin in (null once closed, undefined for anything that is
+ * not such a lease); `detachLease` closes the lease without releasing its pin and writes its
+ * (slot, token index, token generation) at `tokens[at..at+3)`, so that the table releases the
+ * pins of many leases in one call.
+ */
+let leaseTableOf: (lease: unknown) => LeaseTable | null | undefined;
+let detachLease: (lease: TableLease | TableDigestLease, tokens: Uint32Array, at: number) => void;
+
+const CLOSED_LEASE_TOKEN = 'handoffToken(): the lease is closed; a token is handed over only while its lease is held (docs/lease-table.md, "Handing a lease to another process")';
+
+/**
  * A pin on a READY artifact. `close()` releases it exactly once; closing a
  * lease of a table that was closed (which released every pin) releases nothing.
  */
@@ -255,6 +268,133 @@ class TableLease implements Lease {
     this.#table = null;
     releasePin(table, this.#slot, this.#tokenIndex, this.#tokenGeneration);
   }
+
+  /**
+   * A short string naming this lease's artifact (table, slot, slot generation, digest) for another
+   * process, which pins it for itself with `tryPinExact` (C `wp_try_pin_exact`). Keep this lease
+   * until that process says it holds its own pin, then close it. `ERR_CLOSED` once closed.
+   */
+  handoffToken(): string {
+    const table = this.#table;
+    if (table === null) throw new WaitprepError('ERR_CLOSED', CLOSED_LEASE_TOKEN);
+    return formatHandoffToken(table.name, this.#slot, this.generation, this.key.hex);
+  }
+
+  static {
+    leaseTableOf = (lease) =>
+      typeof lease === 'object' && lease !== null && #table in lease ? (lease as TableLease).#table : TableDigestLease.tableOf(lease);
+    detachLease = (lease, tokens, at) => {
+      if (lease instanceof TableDigestLease) return TableDigestLease.detach(lease, tokens, at);
+      tokens[at] = lease.#slot;
+      tokens[at + 1] = lease.#tokenIndex;
+      tokens[at + 2] = lease.#tokenGeneration;
+      lease.#table = null;
+    };
+  }
+}
+
+/**
+ * A lease whose artifact is named by its digest, not by an {@link ArtifactKey}: what
+ * {@link LeaseTable.tryPinExact} (from a handoff token) and {@link LeaseTable.tryPinPrefix} of
+ * packed digests return, since the pinning side holds no key. Everything a lease has but `key`
+ * and `consumer`.
+ */
+export interface DigestLease {
+  readonly kind: 'lease';
+  /** The artifact's SHA-256 digest, 64 lowercase hex digits (the key's `hex`). */
+  readonly digest: string;
+  readonly readiness: Readiness;
+  readonly slot: number;
+  /** The slot generation. */
+  readonly generation: number | bigint;
+  readonly slotGeneration: number | bigint;
+  readonly meta: LeaseTableMeta;
+  readonly closed: boolean;
+  /** Releases this pin exactly once; idempotent. */
+  close(): void;
+  /** This lease's handoff token, to pass on again (the format: {@link parseHandoffToken}). */
+  handoffToken(): string;
+}
+
+/** {@link DigestLease}: built off the wake path, so its metadata is read at once. */
+class TableDigestLease implements DigestLease {
+  readonly kind = 'lease' as const;
+  readonly digest: string;
+  readonly readiness: Readiness;
+  readonly slot: number;
+  readonly generation: number | bigint;
+  readonly slotGeneration: number | bigint;
+  readonly meta: LeaseTableMeta;
+  readonly #tokenIndex: number;
+  readonly #tokenGeneration: number;
+  #table: LeaseTable | null;
+
+  constructor(table: LeaseTable, digest: string, readiness: Readiness, halves: Uint32Array) {
+    this.digest = digest;
+    this.readiness = readiness;
+    this.slot = halves[0]!;
+    this.generation = this.slotGeneration = wordAt(halves, 1);
+    this.#tokenIndex = halves[4]!;
+    this.#tokenGeneration = halves[5]!;
+    this.meta = Object.freeze({
+      sizeBytes: wordAt(halves, 3),
+      location: wordAt(halves, 4),
+      checksum: wordAt(halves, 5),
+      codecId: halves[12]!,
+      representationVersion: halves[14]!,
+    });
+    this.#table = table;
+  }
+
+  get closed(): boolean {
+    return this.#table === null;
+  }
+
+  close(): void {
+    if (this.#table !== null) releasePin(this.#take(), this.slot, this.#tokenIndex, this.#tokenGeneration);
+  }
+
+  /** Closes the lease without releasing its pin, and returns the table the pin is in. */
+  #take(): LeaseTable {
+    const table = this.#table!;
+    this.#table = null;
+    return table;
+  }
+
+  handoffToken(): string {
+    const table = this.#table;
+    if (table === null) throw new WaitprepError('ERR_CLOSED', CLOSED_LEASE_TOKEN);
+    return formatHandoffToken(table.name, this.slot, this.generation, this.digest);
+  }
+
+  /** The table this lease pins in, null once closed, undefined when `lease` is not one. */
+  static tableOf(lease: unknown): LeaseTable | null | undefined {
+    return typeof lease === 'object' && lease !== null && #table in lease ? (lease as TableDigestLease).#table : undefined;
+  }
+
+  static detach(lease: TableDigestLease, tokens: Uint32Array, at: number): void {
+    lease.#take();
+    tokens.set([lease.slot, lease.#tokenIndex, lease.#tokenGeneration], at);
+  }
+}
+
+/** What {@link LeaseTable.peek} answers for a READY artifact (a miss otherwise). */
+export interface PeekReady {
+  readonly kind: 'ready';
+}
+const PEEK_READY: PeekReady = Object.freeze({ kind: 'ready' as const });
+
+/** The growable buffers of a many-lease call: digests in, leases out, tokens for unpinMany. */
+interface Batch {
+  digests: Uint8Array;
+  leases: BigUint64Array;
+  halves: Uint32Array;
+  tokens: Uint32Array;
+}
+
+function newBatch(n: number): Batch {
+  const leases = new BigUint64Array(n * 8);
+  return { digests: new Uint8Array(n * 32), leases, halves: new Uint32Array(leases.buffer), tokens: new Uint32Array(n * 3) };
 }
 
 /**
@@ -278,6 +418,7 @@ export class LeaseTable {
   #handle: TableHandle | null;
   readonly #halves: Uint32Array;
   readonly #meta = new BigUint64Array(5);
+  #batch: Batch = newBatch(0);
 
   /** @internal Use {@link openLeaseTable}. */
   constructor(handle: TableHandle, implementation: 'native' | 'js', name: string, role: 'consumer' | 'producer', buffer: SharedArrayBuffer | null) {
@@ -329,6 +470,138 @@ export class LeaseTable {
     const status = handle.tryPin(digest, device, keyDigestWords(key));
     if (status !== STATUS.OK) return MISSES[status] ?? MISS_CONTENDED;
     return new TableLease(this, key, consumer, readiness, this.#halves);
+  }
+
+  /**
+   * Pins, for this client, the artifact another client's lease names in `token` (from
+   * `lease.handoffToken()`, here or in another process or language): a hit only while that slot
+   * still holds that generation of that digest in READY, and `want` as for {@link tryPin}. A token
+   * of a lease since evicted or of a slot since reused is the miss `stale-handoff`; `evicting`,
+   * `preparing`, `contended` and the device misses as for tryPin; `table-closed`. A token that is
+   * malformed, names another table, or a slot beyond this table's capacity throws
+   * `ERR_INVALID_ARGUMENT`. The handing client keeps its lease until this one has its own
+   * (docs/lease-table.md, "Handing a lease to another process").
+   */
+  tryPinExact(token: string, want: ReadinessRequest = HOST): DigestLease | Miss {
+    const parsed = parseHandoffToken(token);
+    if (parsed.table !== this.name) throw invalidArgument('token', `a handoff token of table ${JSON.stringify(this.name)}`, token);
+    if (parsed.slot >= this.capacity) throw invalidArgument('token', `a handoff token whose slot is below the table's capacity ${this.capacity}`, token);
+    const readiness = want === HOST ? 'host' : readinessOf(want);
+    const handle = this.#handle;
+    if (handle === null) return MISS_CLOSED;
+    const device = readiness === 'device' ? targetOf(want) : null;
+    if (readiness === 'device' && device === null) return MISS_INVALID_TARGET;
+    const status = handle.tryPinExact(parsed.slot, parsed.generation, digestBytesOfHex(parsed.digest), device);
+    if (status !== STATUS.OK) return MISSES[status] ?? MISS_CONTENDED;
+    return new TableDigestLease(this, parsed.digest, readiness, this.#halves);
+  }
+
+  /**
+   * Pins the longest READY leading run of a chunked request's chunks, in one call into the table
+   * (one addon crossing), and returns its leases in order: `chunks[0..run)` are pinned, the rest
+   * not (`peek` says why the run stopped). `chunks`: the chunks' keys (leases as {@link tryPin}
+   * gives, for `consumer`), or their digests packed back to back in one `Uint8Array`
+   * ({@link DigestLease}s). Release them with {@link unpinMany} or each `close()`. Throws
+   * `ERR_INVALID_KEY` for an element that is not a key, `ERR_INVALID_ARGUMENT` for a malformed
+   * `chunks`, `want` (a malformed device target included: there is no miss to carry it) or
+   * `consumer`, and `ERR_CLOSED` on a closed table.
+   */
+  tryPinPrefix(chunks: readonly ArtifactKey[], want?: ReadinessRequest, consumer?: Consumer): Lease[];
+  tryPinPrefix(chunks: Uint8Array, want?: ReadinessRequest): DigestLease[];
+  tryPinPrefix(chunks: readonly ArtifactKey[] | Uint8Array, want: ReadinessRequest = HOST, consumer: Consumer = DIRECT): Lease[] | DigestLease[] {
+    const packed = chunks instanceof Uint8Array;
+    if (packed ? chunks.length % 32 !== 0 : !Array.isArray(chunks)) {
+      throw invalidArgument('chunks', 'an array of ArtifactKeys, or a Uint8Array of 32-byte digests back to back', chunks);
+    }
+    const n = packed ? chunks.length / 32 : chunks.length;
+    const readiness = want === HOST ? 'host' : readinessOf(want);
+    if (consumer !== DIRECT && !isConsumer(consumer)) throwBadConsumer(consumer);
+    const device = readiness === 'device' ? targetOf(want) : null;
+    if (readiness === 'device' && device === null) {
+      throw invalidArgument('want.target', 'a device target { device: "GPU-…", arena, arenaGeneration }', (want as { target?: unknown }).target);
+    }
+    const handle = this.#open('tryPinPrefix');
+    const batch = this.#batchFor(n);
+    if (packed) {
+      batch.digests.set(chunks);
+    } else {
+      for (let i = 0; i < n; i++) {
+        try {
+          batch.digests.set(keyDigestBytes(chunks[i]!), i * 32);
+        } catch {
+          throw notAKey();
+        }
+      }
+    }
+    const run = handle.tryPinPrefix(batch.digests, n, device, batch.leases);
+    if (run < 0) throw statusError(-run, 'tryPinPrefix');
+    const halves = this.#halves;
+    const leases: Array<Lease | DigestLease> = [];
+    for (let i = 0; i < run; i++) {
+      // Each lease's words into the scratch view both lease constructors read.
+      for (let k = 0, at = i * 16; k < 16; k++) halves[k] = batch.halves[at + k]!;
+      leases.push(
+        packed
+          ? new TableDigestLease(this, Buffer.from(chunks.buffer, chunks.byteOffset + i * 32, 32).toString('hex'), readiness, halves)
+          : new TableLease(this, chunks[i]!, consumer, readiness, halves),
+      );
+    }
+    return leases as Lease[] | DigestLease[];
+  }
+
+  /**
+   * Closes many of this table's leases with one call into the table (one addon crossing) and
+   * returns how many pins that released. Leases already closed are skipped. Every element must be
+   * a lease of this package's lease tables: one held in another table (or anything else) throws
+   * `ERR_INVALID_ARGUMENT` before any is closed. On a closed table (which released every pin)
+   * the leases are only marked closed.
+   */
+  unpinMany(leases: ReadonlyArray<Lease | DigestLease>): number {
+    if (!Array.isArray(leases)) throw invalidArgument('leases', "an array of this table's leases", leases);
+    let open = 0;
+    for (const lease of leases as unknown[]) {
+      const table = leaseTableOf(lease);
+      if (table === undefined || (table !== null && table !== this)) {
+        throw invalidArgument('leases', `an array of leases of table ${JSON.stringify(this.name)}`, lease);
+      }
+      if (table === this) open++;
+    }
+    const batch = this.#batchFor(open);
+    let n = 0;
+    for (const lease of leases as Array<TableLease | TableDigestLease>) {
+      if (leaseTableOf(lease) === this) detachLease(lease, batch.tokens, 3 * n++);
+    }
+    const handle = this.#handle;
+    if (handle === null || n === 0) return 0;
+    const released = handle.unpinMany(batch.tokens, n);
+    if (released < 0) throw statusError(-released, 'unpinMany');
+    return released;
+  }
+
+  /**
+   * What a host {@link tryPin} of `key` would answer now, without pinning: `{ kind: 'ready' }`
+   * or the miss (`absent`, `preparing`, `evicting`; `table-closed`). A hint for engines whose
+   * lookup must not pin: the artifact may be evicted the moment after. Throws `ERR_INVALID_KEY`
+   * for a `key` that is not an {@link ArtifactKey}.
+   */
+  peek(key: ArtifactKey): PeekReady | Miss {
+    let digest: Uint8Array;
+    try {
+      digest = keyDigestBytes(key);
+    } catch {
+      throw notAKey();
+    }
+    const handle = this.#handle;
+    if (handle === null) return MISS_CLOSED;
+    const status = handle.peek(digest);
+    if (status === STATUS.OK) return PEEK_READY;
+    return MISSES[status] ?? MISS_CONTENDED;
+  }
+
+  /** The many-lease buffers, grown (never shrunk) to hold `n` leases. */
+  #batchFor(n: number): Batch {
+    if (this.#batch.tokens.length < n * 3) this.#batch = newBatch(Math.max(n, 2 * this.#batch.tokens.length / 3));
+    return this.#batch;
   }
 
   /** Producer: reserves a slot for `key` before the artifact is prepared. */
@@ -401,7 +674,6 @@ export class LeaseTable {
    */
   reapDeadClients(): number {
     const reaped = this.#open('reapDeadClients').reapDeadClients();
-    if (reaped === -STATUS.ERR_BAD_SEGMENT && typeof this.#open('reapDeadClients').segment() === 'number') throw this.#truncated('reapDeadClients()');
     if (reaped < 0) throw statusError(-reaped, 'reapDeadClients()');
     return reaped;
   }
@@ -497,9 +769,8 @@ const GENERATION_END = 1n << 56n;
 
 /**
  * Object.prototype, read for the names tryPin takes from `want`. The wake path reads `want` with
- * plain property reads, because an own-property check (Object.hasOwn) on every pin puts more
- * work on the device pin (the cost was seen in hand-taken runs and is not recorded, so no figure
- * is claimed). A value that differs from Object.prototype's is not inherited
+ * plain property reads: an own-property check (Object.hasOwn) on every pin cost a device pin
+ * 11-15% in hand-taken alternating bench:pin device-hit runs (not recorded in docs/). A value that differs from Object.prototype's is not inherited
  * from it, so Object.hasOwn runs only when the two are equal: when Object.prototype holds the same
  * value (polluted), or for a missing `target` (both undefined). V8 folds the read of an
  * Object.prototype that holds no such name to a constant.
@@ -513,6 +784,12 @@ function readinessOf(want: unknown): Readiness {
     if ((readiness === 'host' || readiness === 'device') && (readiness !== OBJECT_PROTOTYPE.readiness || Object.hasOwn(want, 'readiness'))) return readiness;
   }
   throw invalidArgument('want', "a readiness request { readiness: 'host' } or { readiness: 'device', target }", want);
+}
+
+/** A device request's target as a wp_device_record, or null when malformed (`want` is a checked device request). */
+function targetOf(want: ReadinessRequest): Uint8Array | null {
+  const target = (want as { target: unknown }).target;
+  return target !== OBJECT_PROTOTYPE.target || Object.hasOwn(want, 'target') ? encodedTarget(target) : null;
 }
 
 function throwBadConsumer(consumer: unknown): never {
@@ -594,6 +871,16 @@ export function unlinkLeaseTable(name: string): boolean {
   if (status === STATUS.OK) return true;
   if (status === STATUS.ERR_NOT_FOUND) return false;
   throw statusError(status, `unlinkLeaseTable(${JSON.stringify(name)})`, errno);
+}
+
+/**
+ * The handoff token of a lease this package's lease table gave (`lease.handoffToken()`, for code
+ * that holds it typed as a plain {@link Lease}, as `onWake` returns it). `ERR_INVALID_ARGUMENT`
+ * for any other lease (an in-memory backend's has no table to name), `ERR_CLOSED` once closed.
+ */
+export function leaseHandoffToken(lease: Lease | DigestLease): string {
+  if (leaseTableOf(lease) === undefined) throw invalidArgument('lease', 'a lease from a lease table (tryPin, tryPinExact, tryPinPrefix, or a wake on leaseTableBackend)', lease);
+  return (lease as TableLease | TableDigestLease).handoffToken();
 }
 
 /** The coordinator's backend over a lease table: `new WaitCoordinator({ backend: leaseTableBackend(table), … })`. */

@@ -83,22 +83,24 @@ Handle *BoundHandle(napi_env env, napi_callback_info cbinfo) {
   return h->table != nullptr ? h : nullptr;
 }
 
+// A lease into exchange words 0-7 (slot, generation, token, the five metadata words).
+inline void WriteLease(uint64_t *o, const wp_lease &lease) {
+  o[0] = lease.slot;
+  o[1] = lease.generation;
+  o[2] = lease.token;
+  o[3] = lease.meta.size_bytes;
+  o[4] = lease.meta.location;
+  o[5] = lease.meta.checksum;
+  o[6] = lease.meta.codec_id;
+  o[7] = lease.meta.representation_version;
+}
+
 napi_value PinResult(napi_env env, Handle *h, const wp_device_record *target) {
   int rc = WP_ERR_INVALID_ARGUMENT;
   if (h != nullptr) {
     wp_lease lease;
     rc = wp_try_pin(h->table, reinterpret_cast<const uint8_t *>(h->out + kDigestWord), target, &lease);
-    if (rc == WP_OK) {
-      uint64_t *o = h->out;
-      o[0] = lease.slot;
-      o[1] = lease.generation;
-      o[2] = lease.token;
-      o[3] = lease.meta.size_bytes;
-      o[4] = lease.meta.location;
-      o[5] = lease.meta.checksum;
-      o[6] = lease.meta.codec_id;
-      o[7] = lease.meta.representation_version;
-    }
+    if (rc == WP_OK) WriteLease(h->out, lease);
   }
   napi_value result;
   napi_create_int32(env, rc, &result);
@@ -219,6 +221,86 @@ Napi::Value Abandon(const Napi::CallbackInfo &info) {
   OPEN_OR_RETURN(HandleOf(info[0]));
   wp_reservation r = ReservationOf(info);
   return Napi::Number::New(info.Env(), wp_abandon(HandleOf(info[0])->table, &r));
+}
+
+// Optional device target argument: null (host) or a 40-byte wp_device_record.
+const wp_device_record *TargetOf(const Napi::Value &v, wp_device_record *storage) {
+  if (!v.IsTypedArray()) return nullptr;
+  std::memcpy(storage, BytesOf(v), sizeof *storage);
+  return storage;
+}
+
+// tryPinExact(h, slot, generation, digest, device | null) -> status; a lease in exchange words 0-7.
+Napi::Value TryPinExact(const Napi::CallbackInfo &info) {
+  Handle *h = HandleOf(info[0]);
+  OPEN_OR_RETURN(h);
+  bool lossless;
+  uint64_t generation = info[2].As<Napi::BigInt>().Uint64Value(&lossless);
+  wp_device_record storage;
+  wp_lease lease;
+  int rc = wp_try_pin_exact(h->table, info[1].As<Napi::Number>().Uint32Value(), generation, BytesOf(info[3]),
+                            TargetOf(info[4], &storage), &lease);
+  if (rc == WP_OK) WriteLease(h->out, lease);
+  return Napi::Number::New(info.Env(), rc);
+}
+
+// Leases converted per batch on the stack, so a prefix of any length needs no allocation and
+// still crosses once.
+constexpr uint32_t kBatch = 64;
+
+// tryPinPrefix(h, digests, n, device | null, leases) -> the pinned run's length, or -status:
+// digests holds n 32-byte digests, and lease i comes back in words 8i..8i+7 of the
+// BigUint64Array `leases` (the layout of exchange words 0-7).
+Napi::Value TryPinPrefix(const Napi::CallbackInfo &info) {
+  Handle *h = HandleOf(info[0]);
+  if (h->table == nullptr) return Napi::Number::New(info.Env(), -WP_ERR_INVALID_ARGUMENT); // a count call: minus the status
+  auto digests = info[1].As<Napi::Uint8Array>();
+  uint32_t n = info[2].As<Napi::Number>().Uint32Value();
+  auto out = info[4].As<Napi::BigUint64Array>();
+  if (digests.ByteLength() / 32 < n || out.ElementLength() / 8 < n) return Napi::Number::New(info.Env(), -WP_ERR_INVALID_ARGUMENT);
+  wp_device_record storage;
+  const wp_device_record *target = TargetOf(info[3], &storage);
+  wp_lease batch[kBatch];
+  uint32_t run = 0;
+  while (run < n) {
+    uint32_t want = n - run < kBatch ? n - run : kBatch;
+    int got = wp_try_pin_prefix(h->table, digests.Data() + static_cast<size_t>(run) * 32, want, target, batch);
+    if (got < 0) return Napi::Number::New(info.Env(), got);
+    for (int i = 0; i < got; i++) WriteLease(out.Data() + static_cast<size_t>(run + i) * 8, batch[i]);
+    run += static_cast<uint32_t>(got);
+    if (static_cast<uint32_t>(got) < want) break;
+  }
+  return Napi::Number::New(info.Env(), run);
+}
+
+// unpinMany(h, tokens, n) -> how many were released: tokens holds (slot, token index, token
+// generation) as three u32 per lease.
+Napi::Value UnpinMany(const Napi::CallbackInfo &info) {
+  Handle *h = HandleOf(info[0]);
+  if (h->table == nullptr) return Napi::Number::New(info.Env(), -WP_ERR_INVALID_ARGUMENT); // a count call: minus the status
+  auto tokens = info[1].As<Napi::Uint32Array>();
+  uint32_t n = info[2].As<Napi::Number>().Uint32Value();
+  if (tokens.ElementLength() / 3 < n) return Napi::Number::New(info.Env(), -WP_ERR_INVALID_ARGUMENT);
+  const uint32_t *w = tokens.Data();
+  wp_lease batch[kBatch];
+  int released = 0;
+  for (uint32_t done = 0; done < n;) {
+    uint32_t count = n - done < kBatch ? n - done : kBatch;
+    for (uint32_t i = 0; i < count; i++, w += 3) {
+      batch[i] = wp_lease{};
+      batch[i].slot = w[0];
+      batch[i].token = static_cast<uint64_t>(w[2]) << 32 | w[1];
+    }
+    released += wp_unpin_many(h->table, batch, count);
+    done += count;
+  }
+  return Napi::Number::New(info.Env(), released);
+}
+
+// peek(h, digest) -> status: WP_OK when READY, else the miss a pin would report (no pin taken).
+Napi::Value Peek(const Napi::CallbackInfo &info) {
+  OPEN_OR_RETURN(HandleOf(info[0]));
+  return Napi::Number::New(info.Env(), wp_peek(HandleOf(info[0])->table, BytesOf(info[1])));
 }
 
 Napi::Value TryEvict(const Napi::CallbackInfo &info) {
@@ -406,6 +488,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("publish", Napi::Function::New(env, Publish, "publish"));
   exports.Set("abandon", Napi::Function::New(env, Abandon, "abandon"));
   exports.Set("tryEvict", Napi::Function::New(env, TryEvict, "tryEvict"));
+  exports.Set("tryPinExact", Napi::Function::New(env, TryPinExact, "tryPinExact"));
+  exports.Set("tryPinPrefix", Napi::Function::New(env, TryPinPrefix, "tryPinPrefix"));
+  exports.Set("unpinMany", Napi::Function::New(env, UnpinMany, "unpinMany"));
+  exports.Set("peek", Napi::Function::New(env, Peek, "peek"));
   exports.Set("recordDeviceWrite", Napi::Function::New(env, RecordDeviceWrite, "recordDeviceWrite"));
   exports.Set("reapDeadClients", Napi::Function::New(env, Reap, "reapDeadClients"));
   exports.Set("clientPins", Napi::Function::New(env, ClientPins, "clientPins"));
