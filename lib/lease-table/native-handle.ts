@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync, statfsSync } from 'node:fs';
+import { closeSync, constants as fsConstants, openSync, readSync, statfsSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { WaitprepError } from '../errors.js';
 import type { RawSummary, TableHandle } from './handle.js';
@@ -139,7 +139,8 @@ export function otherAbiNote(name: string): string {
   const header = Buffer.alloc(HDR.ABI_VERSION + 4);
   let fd = -1;
   try {
-    fd = openSync(`${SHM_DIR}/${name}`, 'r');
+    // Not following a link, and not waiting on a FIFO planted under the name.
+    fd = openSync(`${SHM_DIR}/${name}`, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
     if (readSync(fd, header, 0, header.length, 0) !== header.length) return '';
   } catch {
     return '';
