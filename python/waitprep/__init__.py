@@ -11,28 +11,40 @@ producer; an engine pins what it loads. Standard library and ctypes only.
 - :class:`WaitprepError`: every error, with ``.code``. A miss is a value: a reason string.
 - :func:`load_library`: where libwaitprep.so is found (``WAITPREP_LIBRARY``; see
   ``waitprep.library``).
+- Handoff (:meth:`Table.try_pin_exact`, ``waitprep.handoff``), prefix lookups
+  (:meth:`Table.try_pin_prefix`, :class:`LeaseRun`) and :meth:`Table.peek`; chained chunk keys
+  (``waitprep.chunk_keys``) and manifests (``waitprep.manifest``).
 """
 
-from . import key
+from . import chunk_keys, key, manifest
+from .chunk_keys import ChunkChain, ChunkKey, ManifestKey
 from .errors import WaitprepError
 from .inspection import ClientCounts, ClientInspection, SlotCounts, SlotInspection, TableInspection, TableSummary
+from .handoff import HandoffToken, format_handoff_token, parse_handoff_token
 from .key import InvalidKeyError
 from .key import digest as key_digest
 from .key import encode as encode_key
 from .library import library_candidates, load_library
-from .table import MISS_REASONS, Lease, LeaseMeta, Reservation, Table, create_table, device_uuid_bytes, open_table, unlink_table
+from .manifest import ManifestProducer, decode_manifest, encode_manifest
+from .table import MISS_REASONS, Lease, LeaseMeta, LeaseRun, Reservation, Table, create_table, device_uuid_bytes, open_table, unlink_table
 from ._abi import ABI_VERSION
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ABI_VERSION",
+    "ChunkChain",
+    "ChunkKey",
     "ClientCounts",
     "ClientInspection",
+    "HandoffToken",
     "InvalidKeyError",
     "Lease",
     "LeaseMeta",
+    "LeaseRun",
     "MISS_REASONS",
+    "ManifestKey",
+    "ManifestProducer",
     "Reservation",
     "SlotCounts",
     "SlotInspection",
@@ -40,13 +52,19 @@ __all__ = [
     "TableInspection",
     "TableSummary",
     "WaitprepError",
+    "chunk_keys",
     "create_table",
+    "decode_manifest",
     "device_uuid_bytes",
     "encode_key",
+    "encode_manifest",
+    "format_handoff_token",
     "key",
     "key_digest",
+    "manifest",
     "library_candidates",
     "load_library",
     "open_table",
+    "parse_handoff_token",
     "unlink_table",
 ]

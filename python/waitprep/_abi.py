@@ -209,3 +209,12 @@ SIGNATURES = {
     "wp_summarize": (ctypes.c_int, [_VOIDP, _P(WpSummary)]),
     "wp_pin_loop": (ctypes.c_uint64, [_VOIDP, _DIGEST, ctypes.c_uint64]),
 }
+
+#: Functions added within ABI 3 (handoff, prefix lookup, peek): typed when the library has them; a
+#: library built before them still loads, and the methods that need one say it is missing.
+LATER_SIGNATURES = {
+    "wp_try_pin_exact": (ctypes.c_int, [_VOIDP, ctypes.c_uint32, ctypes.c_uint64, _DIGEST, _P(WpDeviceRecord), _P(WpLease)]),
+    "wp_try_pin_prefix": (ctypes.c_int, [_VOIDP, ctypes.c_char_p, ctypes.c_uint32, _P(WpDeviceRecord), _P(WpLease)]),
+    "wp_unpin_many": (ctypes.c_int, [_VOIDP, _P(WpLease), ctypes.c_uint32]),
+    "wp_peek": (ctypes.c_int, [_VOIDP, _DIGEST]),
+}

@@ -32,11 +32,12 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 from . import _abi
 from ._abi import MISS_REASON, WpDeviceRecord, WpLease, WpMeta, WpOpenOptions, WpReservation, WpSummary
 from .errors import WaitprepError, invalid, with_errno
+from .handoff import HandoffToken, format_handoff_token, parse_handoff_token
 from .inspection import ClientCounts, SlotCounts, TableInspection, TableSummary, decode_segment
 from .library import load_library, status_name
 
@@ -51,6 +52,7 @@ else:
 
 __all__ = [
     "Lease",
+    "LeaseRun",
     "LeaseMeta",
     "Reservation",
     "Table",
@@ -63,8 +65,8 @@ __all__ = [
 
 _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
-_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$")
-_GPU_UUID = re.compile(r"^GPU-([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{12})$")
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+_GPU_UUID = re.compile(r"GPU-([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{12})")
 _byref = ctypes.byref
 
 #: Every miss reason a table gives: one per WP_MISS_* status (lib/miss-reasons.ts's names), then
@@ -145,14 +147,14 @@ def _u32(field: str, value: object) -> int:
 
 
 def _name(name: object) -> bytes:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise invalid("name", "1-200 characters of A-Z a-z 0-9 . _ -, not starting with a dot", name)
     return name.encode("ascii")
 
 
 def device_uuid_bytes(device: str) -> bytes:
     """'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx' (as nvidia-smi prints it) -> its 16 bytes, in order."""
-    match = _GPU_UUID.match(device) if isinstance(device, str) else None
+    match = _GPU_UUID.fullmatch(device) if isinstance(device, str) else None
     if match is None:
         raise invalid("device", "a GPU UUID 'GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'", device)
     return bytes.fromhex("".join(match.groups()))
@@ -160,7 +162,7 @@ def device_uuid_bytes(device: str) -> bytes:
 
 def _target(device: object, arena: object, arena_generation: object) -> Optional[WpDeviceRecord]:
     """A pin's device target, or None when it is malformed (the miss 'invalid-target', as in Node)."""
-    match = _GPU_UUID.match(device) if isinstance(device, str) else None
+    match = _GPU_UUID.fullmatch(device) if isinstance(device, str) else None
     if match is None:
         return None
     for value in (arena, arena_generation):
@@ -237,6 +239,19 @@ class Lease:
 
     unpin = close
 
+    def handoff_token(self) -> str:
+        """A short string naming this lease's artifact (table, slot, slot generation, digest) for
+        another process, which pins it for itself with :meth:`Table.try_pin_exact` (Node:
+        ``tryPinExact``). Keep this lease until that process says it holds its own pin, then close
+        it. ``ERR_CLOSED`` once closed: a token is handed over only while its lease is held."""
+        table = self._table
+        if table is None:
+            raise WaitprepError(
+                "ERR_CLOSED",
+                'handoff_token(): the lease is closed; a token is handed over only while its lease is held (docs/lease-table.md, "Handing a lease to another process")',
+            )
+        return format_handoff_token(table.name, self._raw.slot, self._raw.generation, self.digest)
+
     def __enter__(self) -> "Lease":
         return self
 
@@ -245,6 +260,84 @@ class Lease:
 
     def __repr__(self) -> str:
         return "<Lease slot=%d generation=%d %s %s>" % (self.slot, self.generation, self.readiness, "closed" if self.closed else "held")
+
+
+class LeaseRun(Sequence[Lease]):
+    """The leases :meth:`Table.try_pin_prefix` pinned, in chunk order: the leading READY run.
+
+    ``len(run)`` is how many leading chunks are pinned. The pins are held in one ctypes array and a
+    :class:`Lease` is made for a chunk only when it is read (``run[i]``, iteration), so that a
+    prefix lookup costs one crossing, not one Python object per chunk. :meth:`close` (or the end of
+    a ``with`` block) releases every pin still held in one call (``wp_unpin_many``); a lease read
+    from the run and closed by itself first is skipped (its pin record says it was released).
+    """
+
+    __slots__ = ("_table", "_raw", "_digests", "_n", "_readiness", "_leases")
+
+    def __init__(self, table: "Table", raw: "ctypes.Array[WpLease]", digests: bytes, n: int, readiness: str) -> None:
+        self._table: Optional[Table] = table
+        self._raw = raw
+        self._digests = digests
+        self._n = n
+        self._readiness = readiness
+        self._leases: List[Optional[Lease]] = [None] * n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> Lease: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> List[Lease]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[Lease, List[Lease]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._n))]
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError("LeaseRun index %d out of range (%d pinned)" % (index, self._n))
+        lease = self._leases[index]
+        if lease is None:
+            lease = Lease(self._table, self._raw[index], self._digests[32 * index : 32 * index + 32], self._readiness)  # type: ignore[arg-type]
+            if self._table is None:
+                lease._table = None
+            self._leases[index] = lease
+        return lease
+
+    def __iter__(self) -> Iterator[Lease]:
+        return (self[i] for i in range(self._n))
+
+    @property
+    def closed(self) -> bool:
+        return self._table is None
+
+    def close(self) -> int:
+        """Releases every pin of the run still held, in one call. Returns how many it released
+        (0 the second time, or on a table closed since: closing it released every pin)."""
+        table, self._table = self._table, None
+        for lease in self._leases:
+            if lease is not None:
+                lease._table = None
+        if table is None or self._n == 0:
+            return 0
+        handle = table._handle
+        if handle is None:
+            return 0
+        released = table._lib.wp_unpin_many(handle, self._raw, self._n)
+        if released < 0:
+            raise status_error(table._lib, -released, "LeaseRun.close()")
+        return released
+
+    def __enter__(self) -> "LeaseRun":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<LeaseRun %d pinned %s>" % (self._n, "closed" if self.closed else "held")
 
 
 # --- Tables -------------------------------------------------------------------------------------
@@ -338,6 +431,139 @@ class Table:
         if not isinstance(lease, Lease):
             raise invalid("lease", "a Lease from try_pin()", lease)
         return lease.close()
+
+    def _later(self, name: str) -> Any:
+        fn = getattr(self._lib, name, None)
+        if fn is None:
+            raise WaitprepError("ERR_NATIVE_UNAVAILABLE", "%s: this libwaitprep.so predates it; rebuild the library (npm install, or npm run build:native)" % name)
+        return fn
+
+    def try_pin_exact(
+        self,
+        token: Union[str, HandoffToken],
+        device: Optional[str] = None,
+        arena: int = 0,
+        arena_generation: int = 0,
+    ) -> Union[Lease, str]:
+        """Pins, for this client, the artifact another client's lease names in ``token`` (from
+        ``lease.handoff_token()`` or Node's ``lease.handoffToken()``, a str or a parsed
+        :class:`~waitprep.HandoffToken`): a hit only while that slot still holds that generation
+        of that digest in READY, and ``device`` as for :meth:`try_pin`.
+
+        A token of a lease since evicted, or of a slot since reused, is the miss 'stale-handoff';
+        'evicting', 'preparing', 'contended' and the device misses as for try_pin; 'table-closed'.
+        A malformed token, one naming another table, or a slot beyond this table's capacity is
+        ``ERR_INVALID_ARGUMENT``. The handing client keeps its lease until this one has its own.
+        """
+        parsed = token if isinstance(token, HandoffToken) else parse_handoff_token(token)
+        if parsed.table != self.name:
+            raise invalid("token", "a handoff token of table %r" % self.name, str(token))
+        if parsed.slot >= self.capacity:
+            raise invalid("token", "a handoff token whose slot is below the table's capacity %d" % self.capacity, str(token))
+        digest = _digest(parsed.digest)
+        if not 0 <= parsed.generation < 1 << 56:
+            raise invalid("token", "a handoff token whose generation is below 2^56", str(token))
+        handle = self._handle
+        if handle is None:
+            return "table-closed"
+        target = None
+        if device is not None:
+            record = _target(device, arena, arena_generation)
+            if record is None:
+                return "invalid-target"
+            target = _byref(record)
+        out = WpLease()
+        status = self._later("wp_try_pin_exact")(handle, parsed.slot, parsed.generation, digest, target, _byref(out))
+        if status == 0:
+            return Lease(self, out, digest, "host" if device is None else "device")
+        reason = MISS_REASON.get(status)
+        if reason is not None:
+            return reason
+        raise status_error(self._lib, status, "try_pin_exact(%s)" % token)
+
+    def try_pin_prefix(
+        self,
+        digests: Union[bytes, Sequence[bytes]],
+        device: Optional[str] = None,
+        arena: int = 0,
+        arena_generation: int = 0,
+    ) -> LeaseRun:
+        """Pins the longest READY leading run of a chunked request's chunks in one call
+        (``wp_try_pin_prefix``): chunks ``[0, len(run))`` are pinned, the rest not (:meth:`peek`
+        says why the run stopped). ``digests``: a sequence of 32-byte digests, or one bytes object
+        of digests back to back. Release with ``run.close()``, :meth:`unpin_many`, or each lease.
+
+        ``ERR_INVALID_ARGUMENT`` for malformed digests or a malformed device target (there is no
+        miss to carry it), ``ERR_CLOSED`` on a closed table.
+        """
+        if isinstance(digests, (bytes, bytearray, memoryview)):
+            packed = bytes(digests)
+            if len(packed) % 32:
+                raise invalid("digests", "32-byte digests back to back (a length that is a multiple of 32)", packed)
+        else:
+            try:
+                packed = b"".join(digests)
+                ok = len(packed) == 32 * len(digests) and set(map(len, digests)) <= {32}
+            except TypeError:
+                ok = False
+            if not ok:
+                raise invalid("digests", "a sequence of 32-byte digests, or one bytes object of them back to back", digests)
+        n = len(packed) // 32
+        target = None
+        if device is not None:
+            record = _target(device, arena, arena_generation)
+            if record is None:
+                raise invalid("device", "a device target: a GPU UUID 'GPU-…' and arena, arena_generation in [0, 2^64-1]", (device, arena, arena_generation))
+            target = _byref(record)
+        handle = self._h("try_pin_prefix")
+        leases = (WpLease * n)()
+        run = self._later("wp_try_pin_prefix")(handle, packed, n, target, leases)
+        if run < 0:
+            raise status_error(self._lib, -run, "try_pin_prefix(%d digests)" % n)
+        return LeaseRun(self, leases, packed, run, "host" if device is None else "device")
+
+    def unpin_many(self, leases: Iterable[Lease]) -> int:
+        """Closes many of this table's leases in one call (``wp_unpin_many``) and returns how many
+        pins that released. Leases already closed are skipped. Every element must be a Lease of
+        this table (or closed): one of another table is ``ERR_INVALID_ARGUMENT`` before any is
+        closed. A :class:`LeaseRun` is closed as ``run.close()`` closes it."""
+        if isinstance(leases, LeaseRun):
+            if leases._table not in (None, self):
+                raise invalid("leases", "leases of table %r" % self.name, leases)
+            return leases.close()
+        items = list(leases)
+        for lease in items:
+            if not isinstance(lease, Lease) or lease._table not in (None, self):
+                raise invalid("leases", "an iterable of leases of table %r" % self.name, lease)
+        held = [lease for lease in items if lease._table is self]
+        raw = (WpLease * len(held))()
+        for i, lease in enumerate(held):
+            raw[i] = lease._raw
+            lease._table = None
+        handle = self._handle
+        if handle is None or not held:
+            return 0
+        released = self._later("wp_unpin_many")(handle, raw, len(held))
+        if released < 0:
+            raise status_error(self._lib, -released, "unpin_many(%d leases)" % len(held))
+        return released
+
+    def peek(self, digest: bytes) -> str:
+        """What a host :meth:`try_pin` of ``digest`` would answer now, without pinning: 'ready', or
+        the miss ('absent', 'preparing', 'evicting'; 'table-closed'). A hint for engines whose
+        lookup must not pin: the artifact may be evicted the moment after."""
+        if type(digest) is not bytes or len(digest) != 32:
+            digest = _digest(digest)
+        handle = self._handle
+        if handle is None:
+            return "table-closed"
+        status = self._later("wp_peek")(handle, digest)
+        if status == 0:
+            return "ready"
+        reason = MISS_REASON.get(status)
+        if reason is not None:
+            return reason
+        raise status_error(self._lib, status, "peek(%s)" % digest.hex())
 
     def client_pins(self, slot: int) -> int:
         """Pins this client holds on ``slot``."""
