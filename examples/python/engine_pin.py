@@ -1,30 +1,45 @@
-"""An engine's side in Python: pin an artifact the storage worker published, use it, release it.
+"""An engine's side in Python: pin an artifact, use it, release it.
 
-    PYTHONPATH=python WAITPREP_LIBRARY=... python3 examples/python/engine_pin.py TABLE DIGEST_HEX
+    PYTHONPATH=python python3 examples/python/engine_pin.py TABLE DIGEST_HEX
+    PYTHONPATH=python python3 examples/python/engine_pin.py --token wp1:TABLE:SLOT:GENERATION:DIGEST [--hold]
 
-Opens the table as a consumer, pins the digest, prints the published metadata while it holds the
-lease (the producer cannot evict it meanwhile), and releases it at the end of the ``with`` block.
-A miss prints its reason and exits 1: the engine takes its original path.
+With a table and a digest it pins by digest. With --token, a handoff token from the orchestrator
+(Node's ``lease.handoffToken()``), it pins exactly the artifact that lease holds, for itself
+(``try_pin_exact``): the orchestrator may close its own lease once this prints ``hit``. While it
+holds the lease the producer cannot evict the artifact. --hold keeps the lease until a line
+arrives on stdin, then prints ``released``. A miss prints its reason and exits 1: the engine takes
+its original path.
 """
 
+import argparse
 import sys
 
 import waitprep
 
 
 def main(argv):
-    if len(argv) != 2:
-        print("usage: engine_pin.py TABLE DIGEST_HEX", file=sys.stderr)
-        return 2
-    name, digest = argv[0], bytes.fromhex(argv[1])
-    with waitprep.open_table(name) as table:
-        lease = table.try_pin(digest)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("table", nargs="?", help="table name (with DIGEST_HEX)")
+    parser.add_argument("digest", nargs="?", help="the artifact's digest, 64 hex digits")
+    parser.add_argument("--token", help="a handoff token: pin exactly the lease it names")
+    parser.add_argument("--hold", action="store_true", help="hold the lease until a line on stdin")
+    args = parser.parse_args(argv)
+    if (args.token is None) == (args.digest is None):
+        parser.error("give TABLE DIGEST_HEX, or --token")
+
+    token = waitprep.parse_handoff_token(args.token) if args.token is not None else None
+    with waitprep.open_table(token.table if token is not None else args.table) as table:
+        lease = table.try_pin_exact(token) if token is not None else table.try_pin(bytes.fromhex(args.digest))
         if not isinstance(lease, waitprep.Lease):
-            print("miss: %s" % lease)
+            print("miss: %s" % lease, flush=True)
             return 1
         with lease:
             meta = lease.meta
-            print("hit: slot %d generation %d, %d bytes at 0x%x" % (lease.slot, lease.generation, meta.size_bytes, meta.location))
+            print("hit: slot %d generation %d, %d bytes at 0x%x, token %s" % (lease.slot, lease.generation, meta.size_bytes, meta.location, lease.handoff_token()), flush=True)
+            if args.hold:
+                sys.stdin.readline()
+        if args.hold:
+            print("released", flush=True)
     return 0
 
 

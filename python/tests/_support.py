@@ -54,6 +54,12 @@ class TableCase(unittest.TestCase):
         return reservation
 
 
+def child_env() -> dict:
+    """This environment for a child process, with this copy of the package and its library."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(waitprep.__file__)))
+    return dict(os.environ, PYTHONPATH=package_root, WAITPREP_LIBRARY=waitprep.load_library()._name, PYTHONDONTWRITEBYTECODE="1")
+
+
 def digest_of(n: int) -> bytes:
     import hashlib
 

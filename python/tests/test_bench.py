@@ -8,9 +8,7 @@ import subprocess
 import sys
 import unittest
 
-import waitprep
-
-from _support import needs_library
+from _support import child_env, needs_library
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "prefix_pins.py")
 
@@ -19,9 +17,7 @@ BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @unittest.skipUnless(os.path.isfile(BENCH), "python/bench/prefix_pins.py is not beside these tests")
 class PrefixBench(unittest.TestCase):
     def test_it_measures_every_case_and_checks_its_own_counts(self) -> None:
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(waitprep.__file__)))
-        env = dict(os.environ, PYTHONPATH=package_root, WAITPREP_LIBRARY=waitprep.load_library()._name, PYTHONDONTWRITEBYTECODE="1")
-        run = subprocess.run([sys.executable, BENCH, "--chunks", "16", "--rounds", "20", "--json"], capture_output=True, text=True, env=env, timeout=120)
+        run = subprocess.run([sys.executable, BENCH, "--chunks", "16", "--rounds", "20", "--json"], capture_output=True, text=True, env=child_env(), timeout=120)
         self.assertEqual(run.returncode, 0, run.stderr)
         out = json.loads(run.stdout)
         self.assertEqual([r["case"] for r in out["results"]], ["loop", "loop-raw", "prefix", "prefix+leases"])
