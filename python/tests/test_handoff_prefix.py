@@ -179,7 +179,7 @@ class Prefix(TableCase):
         other.publish(other.reserve(chunks[0]), 1, 2, 3, 4, 5)
         foreign = other.try_pin(chunks[0])
         with self.assertRaises(waitprep.WaitprepError) as caught:
-            self.consumer.unpin_many(leases + [foreign])  # type: ignore[operator]
+            self.consumer.unpin_many(leases + [foreign])  # type: ignore[arg-type]
         self.assertEqual(caught.exception.code, "ERR_INVALID_ARGUMENT")
         self.assertFalse(any(lease.closed for lease in leases[1:]))  # type: ignore[union-attr]
         self.assertEqual(self.consumer.unpin_many(leases), 3)  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ import json
 import os
 import unittest
 from array import array
+from typing import Any, Dict
 
 import waitprep
 from waitprep import key
@@ -15,6 +16,8 @@ from _support import KEY_VECTORS
 
 @unittest.skipUnless(os.path.isfile(KEY_VECTORS), "test/vectors/keys.json is not beside this checkout of python/")
 class KeyVectors(unittest.TestCase):
+    data: Dict[str, Any]
+
     @classmethod
     def setUpClass(cls) -> None:
         with open(KEY_VECTORS, encoding="utf-8") as f:
@@ -47,7 +50,7 @@ class KeyVectors(unittest.TestCase):
 
 
 class KeyForms(unittest.TestCase):
-    FIELDS = {
+    FIELDS: Dict[str, Any] = {
         "source": {
             "snapshotKind": "kv-page", "runtime": "r", "model": "m", "adapter": "none", "profile": "p",
             "positionPolicy": "absolute", "task": "t", "namespace": "n", "tokenLayout": [1, 2, 3],
@@ -55,7 +58,7 @@ class KeyForms(unittest.TestCase):
         "sourcePageGeneration": 7, "codec": "none", "codecConfig": "none", "representationVersion": 1,
     }
 
-    def with_source(self, **source: object) -> dict:
+    def with_source(self, **source: object) -> Dict[str, Any]:
         return dict(self.FIELDS, source=dict(self.FIELDS["source"], **source))
 
     def test_an_array_and_a_list_of_the_same_tokens_are_one_key(self) -> None:

@@ -7,6 +7,7 @@ import ctypes
 import os
 import stat
 import unittest
+from typing import Callable
 
 import waitprep
 from waitprep.table import status_error
@@ -97,7 +98,7 @@ class PublishAndPin(TableCase):
 class Errors(TableCase):
     capacity = 1
 
-    def expect_code(self, code: str, fn, *args, **kwargs) -> waitprep.WaitprepError:  # type: ignore[no-untyped-def]
+    def expect_code(self, code: str, fn: Callable[..., object], *args: object, **kwargs: object) -> waitprep.WaitprepError:
         with self.assertRaises(waitprep.WaitprepError) as caught:
             fn(*args, **kwargs)
         self.assertEqual(caught.exception.code, code, str(caught.exception))

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 import unittest
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import waitprep
 
@@ -50,7 +50,7 @@ class SharedHandles(unittest.TestCase):
                 if error.code != "ERR_KEY_EXISTS":  # the other evictor republished it first
                     raise
 
-        def guarded(fn):  # type: ignore[no-untyped-def]
+        def guarded(fn: Callable[[int], None]) -> Callable[[int], None]:
             def run(i: int) -> None:
                 try:
                     fn(i)

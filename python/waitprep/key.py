@@ -104,7 +104,7 @@ def _identity_string(field: str, value: object, allow_empty: bool = False) -> st
 
 
 def _u64(field: str, value: object) -> int:
-    if _is_int(value) and 0 <= value <= _U64_MAX:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _U64_MAX:
         return value
     # An integral float is what a JavaScript number is; it must be a safe integer there.
     if isinstance(value, float) and value.is_integer() and 0 <= value <= _SAFE_MAX:
@@ -114,10 +114,10 @@ def _u64(field: str, value: object) -> int:
 
 def _token_layout(value: object) -> List[int]:
     field = "source.tokenLayout"
+    tokens: List[int] = []
     if isinstance(value, array) and value.typecode in ("I", "L"):
         tokens = list(value)
     elif isinstance(value, (list, tuple)):
-        tokens: List[int] = []
         for i, token in enumerate(value):
             if isinstance(token, float) and token.is_integer():
                 token = int(token)

@@ -170,17 +170,21 @@ def _target(device: object, arena: object, arena_generation: object) -> Optional
             return None
     record = WpDeviceRecord()
     ctypes.memmove(record.device_uuid, bytes.fromhex("".join(match.groups())), 16)
-    record.arena = arena  # type: ignore[assignment]
-    record.arena_generation = arena_generation  # type: ignore[assignment]
+    record.arena = arena
+    record.arena_generation = arena_generation
     return record
 
 
 def _reservation(value: object) -> WpReservation:
+    slot: object
+    generation: object
     try:
         slot, generation = value  # type: ignore[misc]
     except (TypeError, ValueError):
         raise invalid("reservation", "the Reservation (slot, generation) that reserve() returned", value) from None
-    if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot <= _U32_MAX or isinstance(generation, bool) or not isinstance(generation, int) or not 0 <= generation <= _U64_MAX:
+    slot_ok = isinstance(slot, int) and not isinstance(slot, bool) and 0 <= slot <= _U32_MAX
+    generation_ok = isinstance(generation, int) and not isinstance(generation, bool) and 0 <= generation <= _U64_MAX
+    if not (slot_ok and generation_ok):
         raise invalid("reservation", "a Reservation from reserve() (slot a u32, generation a u64)", value)
     return WpReservation(slot, generation)
 
@@ -479,7 +483,7 @@ class Table:
         reason = MISS_REASON.get(status)
         if reason is not None:
             return reason
-        raise status_error(self._lib, status, "try_pin_exact(%s)" % token)
+        raise status_error(self._lib, status, "try_pin_exact(%s)" % str(token))
 
     def try_pin_prefix(
         self,
