@@ -1,8 +1,9 @@
 """Threads sharing one consumer Table and one producer Table (docs/lease-table.md, "Threads").
 
 ctypes releases the GIL on every call, so the calls really run at once: four threads pin and
-check through one consumer, two pin in bursts inside C through it (wp_pin_loop), and two evict
-and republish through one producer. A lease must never outlive its artifact or lack its pin bit,
+check through one consumer, two pin prefix runs and hand their first lease to an exact pin
+through it, two pin in bursts inside C through it (wp_pin_loop), and two evict and republish
+through one producer. A lease must never outlive its artifact or lack its pin bit,
 and nothing may be left pinned at the end. WAITPREP_THREAD_SECONDS sets how long they run.
 """
 
@@ -33,7 +34,7 @@ class SharedHandles(unittest.TestCase):
         consumer = waitprep.open_table(name)
         self.addCleanup(consumer.close)
         bit = consumer.client_index
-        counts: Dict[str, int] = {"rounds": 0, "evicted_while_held": 0, "held_without_bit": 0, "refused_unpins": 0, "evictions": 0, "bursts": 0}
+        counts: Dict[str, int] = {"rounds": 0, "evicted_while_held": 0, "held_without_bit": 0, "refused_unpins": 0, "evictions": 0, "bursts": 0, "prefix_rounds": 0}
         errors: List[str] = []
         lock = threading.Lock()
         stop = threading.Event()
@@ -82,6 +83,28 @@ class SharedHandles(unittest.TestCase):
             add(rounds=rounds, evicted_while_held=evicted, held_without_bit=no_bit, refused_unpins=refused)
 
         @guarded
+        def prefixer(i: int) -> None:
+            # Prefix runs and handoffs through the same handle: a run's pins and an exact pin of a
+            # token hold exactly as single pins do, and a run releases exactly what it pinned.
+            rounds = evicted = no_bit = refused = 0
+            while not stop.is_set():
+                run = consumer.try_pin_prefix(digests[:4])
+                exact = consumer.try_pin_exact(run[0].handoff_token()) if len(run) else "absent"
+                held = [(k, lease) for k, lease in enumerate(run)] + ([(0, exact)] if isinstance(exact, waitprep.Lease) else [])
+                for k, lease in held:
+                    state, generation = consumer.slot_state(lease.slot)
+                    if generation != lease.generation or state not in ("ready", "evicting") or lease.meta.location != k:
+                        evicted += 1
+                    if bit not in consumer.pin_holders(lease.slot):
+                        no_bit += 1
+                if isinstance(exact, waitprep.Lease) and not exact.close():
+                    refused += 1
+                if run.close() != len(run):
+                    refused += 1
+                rounds += 1
+            add(prefix_rounds=rounds, evicted_while_held=evicted, held_without_bit=no_bit, refused_unpins=refused)
+
+        @guarded
         def burster(i: int) -> None:
             # Pins and unpins inside C with the GIL released: a whole burst overlaps the others.
             n = 0
@@ -106,6 +129,7 @@ class SharedHandles(unittest.TestCase):
         for k in range(KEYS):
             publish(k)
         threads = [threading.Thread(target=pinner, args=(i,)) for i in range(4)]
+        threads += [threading.Thread(target=prefixer, args=(i,)) for i in range(2)]
         threads += [threading.Thread(target=burster, args=(i,)) for i in range(2)]
         threads += [threading.Thread(target=evictor, args=(i,)) for i in range(2)]
         for t in threads:
@@ -118,6 +142,7 @@ class SharedHandles(unittest.TestCase):
 
         self.assertEqual(errors, [])
         self.assertGreater(counts["rounds"], 0)
+        self.assertGreater(counts["prefix_rounds"], 0)
         self.assertGreater(counts["evictions"], 0)
         self.assertEqual(
             {
