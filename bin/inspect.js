@@ -22,7 +22,7 @@ import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, re
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { implementationReason, judgeInspection, openLeaseTable, summarizeInspection, unlinkLeaseTable } from 'waitprep';
+import { implementationReason, isArenaFileName, judgeInspection, openLeaseTable, summarizeInspection, unlinkLeaseTable } from 'waitprep';
 import { HDR, WP_ABI_VERSION, WP_MAGIC, isTableName } from 'waitprep/layout';
 
 export const EXIT = Object.freeze({ HEALTHY: 0, NEEDS_REAP: 1, USAGE: 2, NOT_FOUND: 3, BAD_SEGMENT: 4, ERROR: 5 });
@@ -398,8 +398,9 @@ function lstatOrNull(path) {
 
 /**
  * The demo's arena named after a removed table, `/dev/shm/<table>-arena`: removed only when it is
- * a real directory (not a link) holding nothing but the demo's artifact files (regular
- * `*.safetensors` files), so a directory that merely shares the name keeps whatever it holds.
+ * a real directory (not a link) holding nothing but arena files (regular `<index>.wpa` files,
+ * docs/arena-records.md, or the older `*.safetensors`), so a directory that merely shares the name
+ * keeps whatever it holds.
  */
 function removeArena(name) {
   const path = `${SHM}/${name}-arena`;
@@ -407,7 +408,7 @@ function removeArena(name) {
   if (stat === null) return null;
   if (!stat.isDirectory()) return { path, removed: false, reason: 'not a directory' };
   const entries = readdirSync(path, { withFileTypes: true });
-  const foreign = entries.find((e) => !e.isFile() || !e.name.endsWith('.safetensors'));
+  const foreign = entries.find((e) => !e.isFile() || !(isArenaFileName(e.name) || e.name.endsWith('.safetensors')));
   if (foreign !== undefined) return { path, removed: false, reason: `holds ${JSON.stringify(foreign.name)}, which is not a demo artifact file` };
   rmSync(path, { recursive: true, force: true });
   return { path, removed: true, files: entries.length };

@@ -2,15 +2,18 @@
 //
 // Forked by the demo (`child_process.fork('bin/storage-worker.js', [...])`), it creates the
 // native lease table (POSIX shared memory), serves the storage logic of bin/demo/storage.js on a
-// Unix socket (`--socket PATH`) until told to exit, and cleans up. Its IPC channel carries only
-// the lifecycle: 'ready' once it serves; { type: 'exit' } is answered by { type: 'bye', stats },
-// then it closes the table, removes the table, the socket and the arena files, and exits 0. A
-// parent that disconnects without 'exit' gets the same clean-up.
+// Unix socket (`--socket PATH`) until told to exit, and cleans up. Its arena is the directory the
+// arena naming rule gives the table (`/dev/shm/<table>-arena`, docs/arena-records.md; `--arena`
+// may name it, under another root, with the same `<table>-arena` name), holding one arena
+// record per artifact. Its IPC channel carries only the lifecycle: 'ready' once it serves;
+// { type: 'exit' } is answered by { type: 'bye', stats }, then it closes the table, removes the
+// table, the socket and the arena files, and exits 0. A parent that disconnects without 'exit'
+// gets the same clean-up.
 //
 // WAITPREP_STORAGE_EXIT_AFTER=N (testing): the process exits with code 3, without replying,
 // when request N+1 arrives, to show that the demo notices a dead storage worker.
 import { rmSync } from 'node:fs';
-import { openLeaseTable, unlinkLeaseTable } from 'waitprep';
+import { arenaDirectory, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { serveSocket, startStorage } from './demo/storage.js';
 
 function option(args, name, fallback) {
@@ -21,17 +24,24 @@ function option(args, name, fallback) {
 async function main() {
   const args = process.argv.slice(2);
   const tableName = option(args, '--table');
-  const arenaDir = option(args, '--arena');
+  const arenaDir = tableName ? option(args, '--arena', arenaDirectory(tableName)) : undefined;
   const socketPath = option(args, '--socket');
   const budgetBytes = Number(option(args, '--budget', String(64 << 20)));
   const capacity = Number(option(args, '--capacity', '4096'));
   if (!tableName || !arenaDir || !socketPath || !(budgetBytes > 0) || typeof process.send !== 'function') {
-    process.stderr.write('usage (forked with IPC): storage-worker.js --table NAME --arena DIR --socket PATH [--budget BYTES] [--capacity N]\n');
+    process.stderr.write('usage (forked with IPC): storage-worker.js --table NAME --socket PATH [--arena ROOT/NAME-arena] [--budget BYTES] [--capacity N]\n');
     process.exit(2);
   }
   const exitAfter = process.env.WAITPREP_STORAGE_EXIT_AFTER ? Number(process.env.WAITPREP_STORAGE_EXIT_AFTER) : Infinity;
   const table = openLeaseTable({ name: tableName, role: 'producer', implementation: 'native', create: { capacity } });
-  const storage = startStorage({ table, arenaDir, budgetBytes, exitAfter });
+  let storage;
+  try {
+    storage = startStorage({ table, arenaDir, budgetBytes, exitAfter });
+  } catch (error) {
+    table.close();
+    unlinkLeaseTable(tableName);
+    throw error;
+  }
   const server = await serveSocket(storage, socketPath);
   let closed = false;
   const shutdown = (code) => {

@@ -36,6 +36,33 @@ export {
   type ManifestIncomplete,
   type ManifestReservation,
 } from './manifest.js';
+export {
+  arenaLocation,
+  splitLocation,
+  arenaDirectory,
+  arenaPath,
+  isArenaFileName,
+  recordChecksum,
+  encodeRecordHeader,
+  encodeArenaRecord,
+  decodeRecordHeader,
+  checkRecordHeader,
+  readArenaRecord,
+  ARENA_RECORD_MAGIC,
+  ARENA_RECORD_VERSION,
+  ARENA_RECORD_HEADER_BYTES,
+  ARENA_RECORD_FORMAT_BYTES,
+  ARENA_INDEX_BITS,
+  ARENA_OFFSET_BITS,
+  MAX_ARENA_INDEX,
+  MAX_ARENA_OFFSET,
+  DEFAULT_ARENA_ROOT,
+  type ArenaRecord,
+  type ArenaRecordHeader,
+  type ArenaRecordMeta,
+  type ArenaRecordMismatch,
+  type ArenaRecordMismatchReason,
+} from './arena-record.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
 export type { MissReason } from './miss-reasons.js';

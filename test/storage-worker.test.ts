@@ -1,6 +1,7 @@
 // The demo's storage worker (bin/storage-worker.js, its logic in bin/demo/storage.js): the lease table's single producer in its own
 // process. Budget eviction skips pinned artifacts (LRU among the rest), and the metadata it
-// publishes matches the bytes in its arena. Needs the built dist/ (the worker imports it).
+// publishes names an arena record (docs/arena-records.md) that belongs to the key, found from the
+// table's name and the lease alone. Needs the built dist/ (the worker imports it).
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -8,7 +9,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { artifactKey, openLeaseTable, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
+import { ARENA_RECORD_HEADER_BYTES, arenaDirectory, artifactKey, openLeaseTable, readArenaRecord, splitLocation, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
 // @ts-ignore -- plain JavaScript module without type declarations
 import { arenaFile, checksumOf, syntheticSource, validateSafetensors } from '../bin/demo/storage.js';
 import { NATIVE, runsIf } from './skip-reasons.js';
@@ -118,7 +119,7 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     // Note where k1 lives, and release that pin at once so k1 stays evictable.
     const k1 = table.tryPin(keys[1]!.key);
     if (k1.kind !== 'lease') throw new Error(`expected a hit on k1, got ${k1.reason}`);
-    const k1Location = (k1.meta as { location: number | bigint }).location;
+    const k1Meta = k1.meta;
     k1.close();
     expect(await prepare(send, keys[3]!)).toMatchObject({ ok: true });
     expect(await prepare(send, keys[4]!)).toMatchObject({ ok: true });
@@ -130,7 +131,14 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     expect(slot0?.pinHolders).toContain(table.clientIndex);
     expect(table.tryPin(keys[1]!.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
     expect(table.tryPin(keys[2]!.key)).toMatchObject({ kind: 'miss', reason: 'absent' });
-    expect(existsSync(arenaFile(arena, Number(k1Location)))).toBe(false);
+    // k1's arena index went back to the free list and k3 took it: k1's old location now holds a
+    // record for another key, and a reader holding that stale location is told so, never handed it.
+    expect(existsSync(arenaFile(arena, k1Meta.location))).toBe(true);
+    expect(readArenaRecord({ tableName: name, key: keys[1]!.key, meta: k1Meta })).toMatchObject({ kind: 'mismatch', reason: 'wrong-key' });
+    const k3 = table.tryPin(keys[3]!.key);
+    if (k3.kind !== 'lease') throw new Error(`expected a hit on k3, got ${k3.reason}`);
+    expect(k3.meta.location).toBe(k1Meta.location);
+    k3.close();
     // What is resident fits the budget: k0, k3 and k4, one file each.
     const resident = readdirSync(arena).map((file) => statSync(join(arena, file)).size);
     expect(resident).toHaveLength(3);
@@ -157,26 +165,36 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     expect(stats.usedBytes).toBeLessThanOrEqual(Math.floor(3.5 * size));
   });
 
-  it('publishes metadata that matches the arena file: size, checksum, codec none', async () => {
+  it('publishes metadata naming an arena record that belongs to the key: size, checksum, codec none', async () => {
     const { arena, send } = await start(64 << 20);
+    expect(arena).toBe(arenaDirectory(name));
     table = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
+    const arenas = new Set<number>();
     for (const i of [10, 11, 12]) {
       const k = keyOf(i);
       const reply = await prepare(send, k);
       expect(reply.ok).toBe(true);
       const lease = table.tryPin(k.key);
       if (lease.kind !== 'lease') throw new Error(`expected a hit, got ${lease.reason}`);
-      const meta = lease.meta as { sizeBytes: number | bigint; location: number | bigint; checksum: number | bigint; codecId: number; representationVersion: number };
-      const bytes = readFileSync(arenaFile(arena, Number(meta.location)));
-      expect(BigInt(meta.checksum)).toBe(checksumOf(bytes));
-      expect(Number(meta.sizeBytes)).toBe(bytes.length);
+      const meta = lease.meta;
+      // Found from the table's name and the lease alone, by the arena naming rule.
+      const record = readArenaRecord({ tableName: name, key: k.key, meta });
+      if (record.kind !== 'record') throw new Error(`expected the record, got ${record.reason}: ${record.message}`);
+      const { arena: index, offset } = splitLocation(meta.location);
+      arenas.add(index);
+      expect(offset).toBe(0n);
+      expect(record.header).toMatchObject({ digestHex: k.key.hex, tokenCount: BigInt(TOKENS), format: 'safetensors' });
+      expect(BigInt(meta.checksum)).toBe(checksumOf(record.payload));
+      expect(Number(meta.sizeBytes)).toBe(record.payload.length);
+      expect(readFileSync(arenaFile(arena, meta.location)).length).toBe(ARENA_RECORD_HEADER_BYTES + record.payload.length);
       expect(meta.codecId).toBe(0);
       expect(meta.representationVersion).toBe(1);
-      // The bytes are the deterministic source, validated: nothing was compressed.
-      expect(bytes.equals(syntheticSource(k.key.hex, TOKENS))).toBe(true);
-      expect(validateSafetensors(bytes).tensors).toBe(4);
+      // The payload is the deterministic source, validated: nothing was compressed.
+      expect(record.payload.equals(syntheticSource(k.key.hex, TOKENS))).toBe(true);
+      expect(validateSafetensors(record.payload).tensors).toBe(4);
       lease.close();
     }
+    expect(arenas.size).toBe(3);
     // A key whose bytes do not hash to the hex it names is refused, and so are bytes that are not a key.
     const k = keyOf(13);
     expect(await send({ keyHex: '0'.repeat(64), keyBytes: k.keyBytes })).toMatchObject({ ok: false, error: expect.stringMatching(/hash to/) });
@@ -190,5 +208,18 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     expect(code).toBe(0);
     expect(existsSync(arena)).toBe(false);
     expect(existsSync(`/dev/shm/${name}`)).toBe(false);
+  });
+
+  it('refuses an arena directory the naming rule would not find, and leaves no table behind', async () => {
+    name = `wp-storage-test-${process.pid}-${Date.now()}`;
+    const proc = fork(WORKER, ['--table', name, '--arena', `/dev/shm/${name}-elsewhere`, '--socket', join(tmpdir(), `${name}.sock`), '--capacity', '16'], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    child = proc;
+    let stderr = '';
+    proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const [code] = await once(proc, 'exit');
+    expect(code).toBe(1);
+    expect(stderr).toContain(`${name}-arena`);
+    expect(existsSync(`/dev/shm/${name}`)).toBe(false);
+    expect(existsSync(`/dev/shm/${name}-elsewhere`)).toBe(false);
   });
 });

@@ -17,21 +17,25 @@
 //   3. validate its geometry (validateSafetensors): header length, dtypes, every tensor's byte
 //      count equals product(shape) * dtype size, offsets in bounds, sorted, non-overlapping and
 //      covering the data section exactly;
-//   4. copy it into the host arena: one file per artifact, `<arena dir>/<location>.safetensors`,
-//      where `location` (published in the meta) is the artifact's number in this worker;
-//   5. checksum the bytes as written (read back from the arena file): SHA-256, first 8 bytes as a
-//      big-endian u64 (checksumOf);
+//   4. write it into the host arena as one arena record (docs/arena-records.md): a 96-byte header
+//      (magic, the key's digest, payload length, token count, format "safetensors", the payload's
+//      checksum) and the source after it, at offset 0 of its own arena file
+//      `<arena dir>/<index>.wpa`; `location` (published in the meta) is arenaLocation(index, 0),
+//      the index in its top 16 bits. The demo's arena dir is `/dev/shm/<table>-arena`, the
+//      naming rule's, so a reader finds the bytes from the table name and the lease alone;
+//   5. read the record back and check it (readArenaRecord: the header belongs to the key, the
+//      payload's checksum, SHA-256's first 8 bytes as a big-endian u64, matches the header's);
 //   6. under a byte budget, evict least-recently-used unpinned artifacts first (tryEvict returns
 //      'pinned' for a pinned one: it is skipped, never evicted); if only pinned ones are left and
 //      the new artifact still does not fit, the request fails and the slot is abandoned;
-//   7. publish { sizeBytes, location, checksum, codecId: 0 (none), representationVersion }.
+//   7. publish { sizeBytes (the payload's), location, checksum, codecId: 0 (none), representationVersion }.
+// An evicted artifact's arena file is removed and its index reused.
 // "Recently used" = published or requested again (a request for a key already published).
 // Dead clients' pins are reaped every 500 ms.
-import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
-import { decodeArtifactKey } from 'waitprep';
+import { MAX_ARENA_INDEX, arenaDirectory, arenaLocation, decodeArtifactKey, encodeArenaRecord, readArenaRecord, recordChecksum, splitLocation } from 'waitprep';
 
 /** Bytes per element of the dtypes the synthetic source uses. */
 const DTYPE_SIZE = { BF16: 2, F16: 2, F32: 4, U8: 1 };
@@ -108,14 +112,16 @@ export function validateSafetensors(buffer) {
   return { tensors: spans.length, dataBytes: dataLength };
 }
 
-/** SHA-256 of the bytes, first 8 bytes as a big-endian u64 (a bigint). */
-export function checksumOf(bytes) {
-  return createHash('sha256').update(bytes).digest().readBigUInt64BE(0);
+/** SHA-256 of the bytes, first 8 bytes as a big-endian u64 (a bigint): the arena record's checksum. */
+export const checksumOf = recordChecksum;
+
+/** The arena file holding the record at `location`: `<arenaDir>/<arena index>.wpa`. */
+export function arenaFile(arenaDir, location) {
+  return join(arenaDir, `${splitLocation(location).arena}.wpa`);
 }
 
-export function arenaFile(arenaDir, location) {
-  return join(arenaDir, `${location}.safetensors`);
-}
+/** The record format the demo writes: the payload is a safetensors-like source. */
+export const RECORD_FORMAT = 'safetensors';
 
 /**
  * Writes an artifact into the arena. The arena is a tmpfs (/dev/shm): a full one fails write()
@@ -153,11 +159,18 @@ function keyOf(request) {
  * process below, and in-process by the demo on the JavaScript fallback.
  */
 export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinity, onExitAfter = null, reapMs = 500 }) {
+  // Readers find the arenas from the table's name alone, so the directory must be the rule's.
+  const arenaRoot = dirname(arenaDir);
+  if (arenaDir !== arenaDirectory(table.name, arenaRoot)) {
+    throw new Error(`the arena directory ${arenaDir} is not ${arenaDirectory(table.name, arenaRoot)}: arenas of table ${table.name} are named <root>/${table.name}-arena (docs/arena-records.md)`);
+  }
   mkdirSync(arenaDir, { recursive: true });
-  /** keyHex -> { key, location, sizeBytes }, in least-recently-used-first order. */
+  /** keyHex -> { key, location, sizeBytes, recordBytes }, in least-recently-used-first order. */
   const resident = new Map();
   let usedBytes = 0;
-  let nextLocation = 1;
+  /** Arena indexes given back by evictions, reused before new ones, so live ones stay below 2^16. */
+  const freeArenas = [];
+  let nextArena = 0;
   const stats = {
     requests: 0, prepared: 0, preparedBytes: 0, alreadyReady: 0, failed: 0, evicted: 0, evictedBytes: 0,
     pinnedSkips: 0, reaped: 0, busyMs: 0, budgetBytes,
@@ -173,8 +186,15 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
 
   function drop(keyHex, entry) {
     resident.delete(keyHex);
-    usedBytes -= entry.sizeBytes;
+    usedBytes -= entry.recordBytes;
     rmSync(arenaFile(arenaDir, entry.location), { force: true });
+    freeArenas.push(splitLocation(entry.location).arena);
+  }
+
+  function takeArena() {
+    if (freeArenas.length > 0) return freeArenas.pop();
+    if (nextArena > MAX_ARENA_INDEX) throw new Error(`every arena index up to ${MAX_ARENA_INDEX} holds a resident artifact`);
+    return nextArena++;
   }
 
   /** Evicts LRU unpinned artifacts until `need` more bytes fit; false when only pinned ones are left. */
@@ -214,24 +234,36 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
         resident.delete(key.hex);
         resident.set(key.hex, known);
         stats.alreadyReady++;
-        return { ok: true, sizeBytes: known.sizeBytes, location: known.location, alreadyReady: true };
+        return { ok: true, sizeBytes: known.sizeBytes, location: String(known.location), alreadyReady: true };
       }
       reservation = table.reserve(key);
       const source = syntheticSource(key.hex, key.tokenCount);
       validateSafetensors(source);
-      if (source.length > budgetBytes) throw new Error(`artifact of ${source.length} bytes exceeds the whole budget of ${budgetBytes}`);
-      if (!makeRoom(source.length)) throw new Error(`over budget: ${usedBytes} of ${budgetBytes} bytes used and every resident artifact is pinned`);
-      const location = nextLocation++;
+      const record = encodeArenaRecord(key, source, { format: RECORD_FORMAT });
+      const recordBytes = record.bytes.length;
+      if (recordBytes > budgetBytes) throw new Error(`artifact of ${recordBytes} bytes exceeds the whole budget of ${budgetBytes}`);
+      if (!makeRoom(recordBytes)) throw new Error(`over budget: ${usedBytes} of ${budgetBytes} bytes used and every resident artifact is pinned`);
+      const location = arenaLocation(takeArena(), 0);
       const file = arenaFile(arenaDir, location);
-      writeArtifact(file, source);
-      const checksum = checksumOf(readFileSync(file));
+      try {
+        writeArtifact(file, record.bytes);
+        // Read back as a reader would, and check the record belongs to the key before publishing it.
+        const meta = { location, sizeBytes: source.length, checksum: record.header.checksum };
+        const back = readArenaRecord({ tableName: table.name, key, meta, root: arenaRoot });
+        if (back.kind !== 'record') throw new Error(`the record read back from ${file} does not belong to the key (${back.reason}): ${back.message}`);
+      } catch (error) {
+        rmSync(file, { force: true });
+        freeArenas.push(splitLocation(location).arena);
+        throw error;
+      }
+      const checksum = record.header.checksum;
       table.publish(reservation, { sizeBytes: source.length, location, checksum, codecId: 0, representationVersion: Number(key.representationVersion) });
       reservation = null;
-      resident.set(key.hex, { key, location, sizeBytes: source.length });
-      usedBytes += source.length;
+      resident.set(key.hex, { key, location, sizeBytes: source.length, recordBytes });
+      usedBytes += recordBytes;
       stats.prepared++;
       stats.preparedBytes += source.length;
-      return { ok: true, sizeBytes: source.length, location, checksum: String(checksum) };
+      return { ok: true, sizeBytes: source.length, location: String(location), checksum: String(checksum) };
     } catch (error) {
       stats.failed++;
       if (reservation !== null) {

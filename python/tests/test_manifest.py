@@ -7,7 +7,8 @@ import sys
 import threading
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 
 from _support import TableCase, needs_library  # noqa: E402
 from waitprep import WaitprepError  # noqa: E402
