@@ -13,10 +13,11 @@ producer; an engine pins what it loads. Standard library and ctypes only.
   ``waitprep.library``).
 - Handoff (:meth:`Table.try_pin_exact`, ``waitprep.handoff``), prefix lookups
   (:meth:`Table.try_pin_prefix`, :class:`LeaseRun`) and :meth:`Table.peek`; chained chunk keys
-  (``waitprep.chunk_keys``) and manifests (``waitprep.manifest``).
+  (``waitprep.chunk_keys``), manifests (``waitprep.manifest``) and arena records
+  (``waitprep.arena``: where a lease's bytes are).
 """
 
-from . import chunk_keys, key, manifest
+from . import arena, chunk_keys, key, manifest
 from .chunk_keys import ChunkChain, ChunkKey, ManifestKey
 from .errors import WaitprepError
 from .inspection import ClientCounts, ClientInspection, SlotCounts, SlotInspection, TableInspection, TableSummary
@@ -52,6 +53,7 @@ __all__ = [
     "TableInspection",
     "TableSummary",
     "WaitprepError",
+    "arena",
     "chunk_keys",
     "create_table",
     "decode_manifest",
