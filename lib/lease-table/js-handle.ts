@@ -824,13 +824,15 @@ export class JsTableHandle implements TableHandle {
   tryPinPrefix(digests: Uint8Array, n: number, device: Uint8Array | null, leases: BigUint64Array): number {
     if (this.closed || !Number.isInteger(n) || n < 0 || digests.length < n * 32 || leases.length < n * 8) return -STATUS.ERR_INVALID_ARGUMENT;
     const want = this.want;
+    const out32 = this.out32;
+    const into = new Uint32Array(leases.buffer, leases.byteOffset, n * 16);
     let run = 0;
     for (; run < n; run++) {
       for (let k = 0, b = run * 32; k < 8; k++, b += 4) {
         want[k] = digests[b]! | (digests[b + 1]! << 8) | (digests[b + 2]! << 16) | (digests[b + 3]! << 24);
       }
       if (this.tryPin(digests, device, want) !== STATUS.OK) break;
-      leases.set(this.out, run * 8);
+      for (let k = 0, at = run * 16; k < 16; k++) into[at + k] = out32[k]!;
     }
     return run;
   }

@@ -316,34 +316,50 @@ export interface DigestLease {
   handoffToken(): string;
 }
 
-/** {@link DigestLease}: built off the wake path, so its metadata is read at once. */
+/**
+ * {@link DigestLease}. Its metadata is built on first read from a copy of the lease's words (a
+ * frozen object per lease would cost a prefix of digest leases more than its pins).
+ */
 class TableDigestLease implements DigestLease {
   readonly kind = 'lease' as const;
-  readonly digest: string;
+  /** The digest as hex, or (from a packed prefix, until first read) its 8 little-endian u32 words. */
+  #digest: string | Uint32Array;
   readonly readiness: Readiness;
   readonly slot: number;
   readonly generation: number | bigint;
   readonly slotGeneration: number | bigint;
-  readonly meta: LeaseTableMeta;
+  /** The lease's 16 u32 halves (layout of the exchange words 0-7) until `meta` is first read, then the metadata. */
+  #meta: Uint32Array | LeaseTableMeta;
   readonly #tokenIndex: number;
   readonly #tokenGeneration: number;
   #table: LeaseTable | null;
 
-  constructor(table: LeaseTable, digest: string, readiness: Readiness, halves: Uint32Array) {
-    this.digest = digest;
+  constructor(table: LeaseTable, digest: string | Uint32Array, readiness: Readiness, halves: Uint32Array) {
+    this.#digest = digest;
     this.readiness = readiness;
     this.slot = halves[0]!;
     this.generation = this.slotGeneration = wordAt(halves, 1);
     this.#tokenIndex = halves[4]!;
     this.#tokenGeneration = halves[5]!;
-    this.meta = Object.freeze({
-      sizeBytes: wordAt(halves, 3),
-      location: wordAt(halves, 4),
-      checksum: wordAt(halves, 5),
-      codecId: halves[12]!,
-      representationVersion: halves[14]!,
-    });
+    this.#meta = halves.slice(0, 16);
     this.#table = table;
+  }
+
+  get meta(): LeaseTableMeta {
+    const words = this.#meta;
+    if (!(words instanceof Uint32Array)) return words;
+    return (this.#meta = Object.freeze({
+      sizeBytes: wordAt(words, 3),
+      location: wordAt(words, 4),
+      checksum: wordAt(words, 5),
+      codecId: words[12]!,
+      representationVersion: words[14]!,
+    }));
+  }
+
+  get digest(): string {
+    const digest = this.#digest;
+    return typeof digest === 'string' ? digest : (this.#digest = hexOfWords(digest));
   }
 
   get closed(): boolean {
@@ -374,7 +390,9 @@ class TableDigestLease implements DigestLease {
 
   static detach(lease: TableDigestLease, tokens: Uint32Array, at: number): void {
     lease.#take();
-    tokens.set([lease.slot, lease.#tokenIndex, lease.#tokenGeneration], at);
+    tokens[at] = lease.slot;
+    tokens[at + 1] = lease.#tokenIndex;
+    tokens[at + 2] = lease.#tokenGeneration;
   }
 }
 
@@ -387,14 +405,24 @@ const PEEK_READY: PeekReady = Object.freeze({ kind: 'ready' as const });
 /** The growable buffers of a many-lease call: digests in, leases out, tokens for unpinMany. */
 interface Batch {
   digests: Uint8Array;
+  /** `digests` as u32 words: a key's digest words go in with eight stores (TypedArray#set costs more per chunk). */
+  digestWords: Uint32Array;
   leases: BigUint64Array;
-  halves: Uint32Array;
+  /** Lease i's 16 u32 halves, one view each, made with the batch so that no call allocates views or copies words. */
+  views: Uint32Array[];
   tokens: Uint32Array;
+}
+
+/** A digest's 8 little-endian u32 words as its 64 lowercase hex digits. */
+function hexOfWords(words: Uint32Array): string {
+  return Buffer.from(words.buffer, words.byteOffset, 32).toString('hex');
 }
 
 function newBatch(n: number): Batch {
   const leases = new BigUint64Array(n * 8);
-  return { digests: new Uint8Array(n * 32), leases, halves: new Uint32Array(leases.buffer), tokens: new Uint32Array(n * 3) };
+  const digestWords = new Uint32Array(n * 8);
+  const views = Array.from({ length: n }, (_, i) => new Uint32Array(leases.buffer, i * 64, 16));
+  return { digests: new Uint8Array(digestWords.buffer), digestWords, leases, views, tokens: new Uint32Array(n * 3) };
 }
 
 /**
@@ -525,25 +553,26 @@ export class LeaseTable {
     if (packed) {
       batch.digests.set(chunks);
     } else {
-      for (let i = 0; i < n; i++) {
+      const into = batch.digestWords;
+      for (let i = 0, at = 0; i < n; i++, at += 8) {
+        let words: Uint32Array;
         try {
-          batch.digests.set(keyDigestBytes(chunks[i]!), i * 32);
+          words = keyDigestWords(chunks[i]!);
         } catch {
           throw notAKey();
         }
+        for (let k = 0; k < 8; k++) into[at + k] = words[k]!;
       }
     }
     const run = handle.tryPinPrefix(batch.digests, n, device, batch.leases);
     if (run < 0) throw statusError(-run, 'tryPinPrefix');
-    const halves = this.#halves;
+    const views = batch.views;
     const leases: Array<Lease | DigestLease> = [];
     for (let i = 0; i < run; i++) {
-      // Each lease's words into the scratch view both lease constructors read.
-      for (let k = 0, at = i * 16; k < 16; k++) halves[k] = batch.halves[at + k]!;
       leases.push(
         packed
-          ? new TableDigestLease(this, Buffer.from(chunks.buffer, chunks.byteOffset + i * 32, 32).toString('hex'), readiness, halves)
-          : new TableLease(this, chunks[i]!, consumer, readiness, halves),
+          ? new TableDigestLease(this, batch.digestWords.slice(8 * i, 8 * i + 8), readiness, views[i]!)
+          : new TableLease(this, chunks[i]!, consumer, readiness, views[i]!),
       );
     }
     return leases as Lease[] | DigestLease[];

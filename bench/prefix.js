@@ -1,0 +1,105 @@
+#!/usr/bin/env node
+// A chunked request's prefix lookup from Node: pin and release a prefix of READY chunks with one
+// `tryPinPrefix` + one `unpinMany` (one addon crossing each), against one `tryPin` + one
+// `lease.close()` per chunk. Also the prefix by packed digests (digest leases). Each
+// implementation runs in a fresh process; the median of the rounds, in ns per whole prefix.
+// The C floor of the same comparison is `test_core prefixbench` (docs/benchmarks.md).
+//
+//   node bench/prefix.js                          table (after `npm run build`)
+//   node bench/prefix.js --json                   one JSON object on stdout, nothing else
+//   ... --chunks 128 --iterations 2000 --rounds 7 --impl native,js
+//
+// A benchmark, not a test: it checks its own results (every chunk pinned and released, every
+// time) and never judges a time.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { implementation, openLeaseTable, unlinkLeaseTable } from 'waitprep';
+import { benchEnv, benchKey } from './common.js';
+
+const args = process.argv.slice(2);
+function option(name, fallback) {
+  const at = args.indexOf(`--${name}`);
+  return at >= 0 ? args[at + 1] : fallback;
+}
+function count(name, fallback) {
+  const value = Number(option(name, fallback));
+  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name}: a positive integer, got ${option(name, fallback)}`);
+  return value;
+}
+const chunks = count('chunks', 128);
+const iterations = count('iterations', 2000);
+const rounds = count('rounds', 7);
+
+/** One implementation, in this process: the median ns per prefix of each way. */
+function measure(impl) {
+  const name = `waitprep-bench-prefix-${process.pid}-${impl}`;
+  const producer = openLeaseTable({ name, role: 'producer', create: { capacity: chunks * 4 }, implementation: impl });
+  const table = openLeaseTable({ name, role: 'consumer', implementation: impl, ...(producer.sharedBuffer ? { buffer: producer.sharedBuffer } : {}) });
+  try {
+    const keys = Array.from({ length: chunks }, (_, i) => benchKey(i));
+    const packed = new Uint8Array(32 * chunks);
+    keys.forEach((key, i) => {
+      producer.publish(producer.reserve(key), { sizeBytes: 4096, location: i, checksum: i, codecId: 1, representationVersion: 1 });
+      packed.set(key.digest, 32 * i);
+    });
+    const ways = {
+      'tryPinPrefix(keys) + unpinMany': () => {
+        const leases = table.tryPinPrefix(keys);
+        if (leases.length !== chunks || table.unpinMany(leases) !== chunks) throw new Error('prefix: not every chunk pinned and released');
+      },
+      'tryPinPrefix(digests) + unpinMany': () => {
+        const leases = table.tryPinPrefix(packed);
+        if (leases.length !== chunks || table.unpinMany(leases) !== chunks) throw new Error('packed prefix: not every chunk pinned and released');
+      },
+      [`${chunks} x (tryPin + close)`]: () => {
+        const leases = [];
+        for (const key of keys) {
+          const lease = table.tryPin(key);
+          if (lease.kind !== 'lease') break;
+          leases.push(lease);
+        }
+        if (leases.length !== chunks) throw new Error('single pins: not every chunk pinned');
+        for (const lease of leases) lease.close();
+      },
+    };
+    const samples = Object.fromEntries(Object.keys(ways).map((way) => [way, []]));
+    for (const fn of Object.values(ways)) for (let i = 0; i < iterations / 10; i++) fn(); // warm up
+    for (let r = 0; r < rounds; r++) {
+      for (const [way, fn] of Object.entries(ways)) {
+        const t0 = process.hrtime.bigint();
+        for (let i = 0; i < iterations; i++) fn();
+        samples[way].push(Number(process.hrtime.bigint() - t0) / iterations);
+      }
+    }
+    if (table.summary().pinnedSlots !== 0) throw new Error('a pin was left behind');
+    return Object.fromEntries(Object.entries(samples).map(([way, ns]) => [way, ns.sort((a, b) => a - b)[Math.floor(ns.length / 2)]]));
+  } finally {
+    table.close();
+    producer.close();
+    if (impl === 'native') unlinkLeaseTable(name);
+  }
+}
+
+const child = option('child', null);
+if (child !== null) {
+  process.stdout.write(JSON.stringify(measure(child)) + '\n');
+} else {
+  const available = implementation === 'native' ? ['native', 'js'] : ['js'];
+  const impls = option('impl', available.join(',')).split(',');
+  for (const impl of impls) if (!available.includes(impl)) throw new Error(`--impl: one of ${available.join(', ')}, got ${impl}`);
+  const results = [];
+  for (const impl of impls) {
+    const run = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', impl, '--chunks', String(chunks), '--iterations', String(iterations), '--rounds', String(rounds)], {
+      encoding: 'utf8',
+    });
+    if (run.status !== 0) throw new Error(`the ${impl} run failed (${run.status ?? run.signal}): ${run.stderr}`);
+    for (const [way, ns] of Object.entries(JSON.parse(run.stdout))) results.push({ implementation: impl, way, ns_per_prefix: ns, ns_per_chunk: ns / chunks });
+  }
+  const env = benchEnv({ chunks, iterations, rounds });
+  if (args.includes('--json')) {
+    process.stdout.write(JSON.stringify({ env, results }) + '\n');
+  } else {
+    console.log(`prefix lookup of ${chunks} READY chunks — ${env.date}, ${env.cpu} (${env.cores} cores), Node ${env.node}; median of ${rounds} rounds of ${iterations}`);
+    console.table(results.map((r) => ({ ...r, ns_per_prefix: Math.round(r.ns_per_prefix), ns_per_chunk: r.ns_per_chunk.toFixed(1) })));
+  }
+}
