@@ -237,7 +237,10 @@ export class ChunkChain {
   constructor(options: ChunkChainOptions) {
     if (!isPlainObject(options)) throw invalidArgument('options', 'an object of chunk chain options', options);
     rejectUnknownOptions(options, OPTIONS, 'options');
-    const get = (name: string, fallback: unknown): unknown => ownField(options, name) ?? fallback;
+    const get = (name: string, fallback: unknown): unknown => {
+      const value = ownField(options, name);
+      return value === undefined ? fallback : value;
+    };
     const chunkTokens = ownField(options, 'chunkTokens');
     if (typeof chunkTokens !== 'number' || !Number.isInteger(chunkTokens) || chunkTokens < 1 || chunkTokens > MAX_CHUNK_TOKENS) {
       throw invalidArgument('options.chunkTokens', `an integer in [1, ${MAX_CHUNK_TOKENS}]`, chunkTokens);

@@ -7,8 +7,8 @@
  * evicts a chunk only after every manifest listing it is evicted, which a pinned manifest refuses.
  */
 import { WaitprepError, invalidArgument } from './errors.js';
-import { ChunkKey, MANIFEST_FIELD, isManifestKey } from './chunk-keys.js';
-import { assertArtifactKey, type ArtifactKey } from './key.js';
+import { CHUNK_PARENT_FIELD, ChunkKey, MANIFEST_FIELD, isManifestKey } from './chunk-keys.js';
+import { artifactKey, assertArtifactKey, type ArtifactKey } from './key.js';
 import type { ArtifactMeta, LeaseTable, Reservation } from './lease-table/table.js';
 import type { Lease, Miss } from './types.js';
 
@@ -143,9 +143,11 @@ export class ManifestProducer {
   /**
    * Reserves `manifest`'s slot once every chunk in `chunks` (in chain order) is READY, and
    * returns its reservation with the manifest's bytes; or, when one is not, the first such chunk
-   * and why, with nothing reserved or pinned. `manifest` must be a manifest key whose marker is
-   * `chunks.length` (`ERR_INVALID_ARGUMENT` otherwise). The table's `reserve` errors pass through
-   * (`ERR_KEY_EXISTS` when the manifest is already reserved or published).
+   * and why, with nothing reserved or pinned. `ERR_INVALID_ARGUMENT` unless the chunks are one
+   * chain from its first chunk (each names the one before as its parent) and `manifest` is the
+   * manifest key of the prefix they end ({@link manifestKey} of the last, which counts them). The
+   * table's `reserve` errors pass through (`ERR_KEY_EXISTS` when the manifest is already reserved
+   * or published).
    */
   reserve(manifest: ArtifactKey, chunks: readonly ManifestChunk[]): ManifestReservation | ManifestIncomplete {
     assertArtifactKey(manifest);
@@ -163,6 +165,17 @@ export class ManifestProducer {
       }
       return chunk;
     });
+    // The listed digests must be exactly the chain the manifest key names, or a pin of the
+    // manifest would promise chunks of some other prefix.
+    keys.forEach((key, i) => {
+      const parent = i === 0 ? '' : keys[i - 1]!.hex;
+      if (key.source.extra[CHUNK_PARENT_FIELD] !== parent) {
+        throw invalidArgument(`chunks[${i}]`, `the chain's chunk ${i}, whose ${CHUNK_PARENT_FIELD} is ${parent === '' ? '"" (the first chunk)' : `chunk ${i - 1}'s digest`}`, key.toString());
+      }
+    });
+    const fields = keys[keys.length - 1]!.toFields();
+    fields.source.extra[MANIFEST_FIELD] = String(keys.length);
+    if (artifactKey(fields).hex !== manifest.hex) throw invalidArgument('manifest', 'the manifest key of the prefix the chunks end (manifestKey(last chunk))', manifest.toString());
     const pins: Lease[] = [];
     const release = (): void => {
       for (const pin of pins) pin.close();
@@ -248,8 +261,7 @@ export class ManifestProducer {
 
   /** The hexes of the published manifests that list `chunk`: a fresh array, for operators and tests. */
   manifestsListing(chunk: ManifestChunk): string[] {
-    const hex = chunk instanceof ChunkKey ? chunk.hex : chunk.hex;
-    return [...(this.#listedBy.get(hex) ?? [])];
+    return [...(this.#listedBy.get(chunk.hex) ?? [])];
   }
 
   /** Published manifests this helper knows. */

@@ -177,6 +177,14 @@ describe.each(IMPLS.map((impl) => [impl] as const))('manifests over the %s lease
     expect(() => helper.reserve(c.manifestKey(), chunks.slice(1))).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'chunks' }));
     expect(() => helper.reserve(c.manifestKey(), [...chunks.slice(0, 3), 'x' as never])).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'chunks[3]' }));
     expect(() => new ManifestProducer({} as LeaseTable)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'table' }));
+    // The chunks must be the manifest's own chain, in order, from its first chunk.
+    const swapped = [chunks[0]!, chunks[2]!, chunks[1]!, chunks[3]!];
+    expect(() => helper.reserve(c.manifestKey(), swapped)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'chunks[1]' }));
+    const fiveLong = chain(5 * 16);
+    expect(() => helper.reserve(fiveLong.chain.manifestKey(), fiveLong.chunks.slice(0, 4).concat([chunks[3]!]))).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'chunks[4]' }));
+    const sameLength = new ChunkChain({ runtime: 'test', model: 'other-model', profile: { dtype: 'bf16', layout: 'NHD', tpDegree: 1, rank: 0 }, task: 't', namespace: 'manifest-test', chunkTokens: 16 });
+    sameLength.extend(Array.from({ length: 64 }, (_, i) => i));
+    expect(() => helper.reserve(sameLength.manifestKey(), chunks)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'manifest' }));
     // Plain artifacts, not listed by any manifest, evict as the table evicts them.
     const plain = makeKey(7);
     producer.publish(producer.reserve(plain), META);

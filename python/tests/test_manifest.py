@@ -120,11 +120,15 @@ class ManifestProducerTests(TableCase):
         self.assertEqual(caught.exception.code, "ERR_KEY_EXISTS")
         self.assertEqual(self.pins_held(), 4)
         self.publish(helper, again)
+        other = ChunkChain(runtime="test", model="other-model", profile=Profile("bf16", "NHD", 1, 0), task="t", namespace="manifest-test", chunk_tokens=16)
+        other.extend(list(range(64)))
         for bad, field in ((lambda: helper.reserve(chunks[3], chunks), "manifest"),
                            (lambda: helper.reserve(chain.manifest_key(), chunks[1:]), "chunks"),
                            (lambda: helper.reserve(chain.manifest_key(), chunks[:3] + ["x"]), "chunks[3]"),
                            (lambda: helper.reserve(chain.manifest_key(), [c.digest for c in chunks]), "total_tokens"),
-                           (lambda: ManifestProducer(object()), "table")):
+                           (lambda: ManifestProducer(object()), "table"),
+                           (lambda: helper.reserve(chain.manifest_key(), [chunks[0], chunks[2], chunks[1], chunks[3]]), "chunks[1]"),
+                           (lambda: helper.reserve(other.manifest_key(), chunks), "manifest")):
             with self.assertRaises(WaitprepError) as caught:
                 bad()
             self.assertEqual((caught.exception.code, caught.exception.field), ("ERR_INVALID_ARGUMENT", field))

@@ -23,7 +23,7 @@ import struct
 import threading
 from typing import Dict, List, NamedTuple, Optional, Sequence, Set, Union
 
-from .chunk_keys import ChunkKey, ManifestKey
+from .chunk_keys import CHUNK_PARENT_FIELD, ChunkKey, ManifestKey, manifest_key
 from .errors import WaitprepError, invalid
 
 __all__ = [
@@ -135,9 +135,12 @@ class ManifestProducer:
 
         Returns the reservation with the manifest's bytes, or :class:`Incomplete` (the first chunk
         not READY and why) with nothing reserved or pinned. ``manifest`` is a
-        :class:`~waitprep.chunk_keys.ManifestKey` counting ``len(chunks)`` chunks. ``total_tokens``
-        defaults to the chunks' token counts summed; give it when ``chunks`` are bare digests. The
-        table's reserve errors pass through (``ERR_KEY_EXISTS`` for a manifest already there).
+        :class:`~waitprep.chunk_keys.ManifestKey` counting ``len(chunks)`` chunks; when the chunks are
+        ChunkKeys they must be one chain from its first chunk, and ``manifest`` the manifest key of
+        the prefix they end (ERR_INVALID_ARGUMENT otherwise; bare digests cannot be checked so).
+        ``total_tokens`` defaults to the chunks' token counts summed; give it when ``chunks`` are bare
+        digests. The table's reserve errors pass through (``ERR_KEY_EXISTS`` for a manifest already
+        there).
         """
         if not isinstance(manifest, ManifestKey):
             raise invalid("manifest", "a ManifestKey (waitprep.chunk_keys.manifest_key)", manifest)
@@ -146,6 +149,15 @@ class ManifestProducer:
         if manifest.chunk_count != len(chunks):
             raise invalid("chunks", "the %d chunks the manifest key counts" % manifest.chunk_count, "%d chunks" % len(chunks))
         digests = [_chunk_digest(i, chunk) for i, chunk in enumerate(chunks)]
+        if all(isinstance(chunk, ChunkKey) for chunk in chunks):
+            # The listed digests must be the chain the manifest key names, or a pin of the manifest
+            # would promise chunks of some other prefix.
+            for i, chunk in enumerate(chunks):
+                parent = "" if i == 0 else chunks[i - 1].hex  # type: ignore[union-attr]
+                if chunk.parent_hex != parent:  # type: ignore[union-attr]
+                    raise invalid("chunks[%d]" % i, "the chain's chunk %d (its %s names the chunk before it)" % (i, CHUNK_PARENT_FIELD), chunk)
+            if manifest_key(chunks[-1]).digest != manifest.digest:  # type: ignore[arg-type]
+                raise invalid("manifest", "the manifest key of the prefix the chunks end (manifest_key(last chunk))", manifest)
         if total_tokens is None:
             if not all(isinstance(chunk, ChunkKey) for chunk in chunks):
                 raise invalid("total_tokens", "given when the chunks are bare digests", None)
