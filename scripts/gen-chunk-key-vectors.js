@@ -87,6 +87,7 @@ const invalid = [
   ['extra-reserved-parent-name', { ...base, extra: { [CHUNK_PARENT_FIELD]: '' } }, [], 'ERR_INVALID_ARGUMENT', `options.extra.${CHUNK_PARENT_FIELD}`, `extra.${CHUNK_PARENT_FIELD}`],
   ['extra-reserved-manifest-name', { ...base, extra: { [MANIFEST_FIELD]: '1' } }, [], 'ERR_INVALID_ARGUMENT', `options.extra.${MANIFEST_FIELD}`, `extra.${MANIFEST_FIELD}`],
   ['model-empty', { ...base, model: '' }, [], 'ERR_INVALID_KEY', 'source.model', 'source.model'],
+  ['adapter-null-is-not-none', { ...base, adapter: null }, [], 'ERR_INVALID_KEY', 'source.adapter', 'source.adapter'],
   ['task-not-a-string', { ...base, task: 7 }, [], 'ERR_INVALID_KEY', 'source.task', 'source.task'],
   ['namespace-lone-surrogate', { ...base, namespace: 'a\ud800' }, [], 'ERR_INVALID_KEY', 'source.namespace', 'source.namespace'],
   ['extra-value-not-a-string', { ...base, extra: { lane: 3 } }, [], 'ERR_INVALID_KEY', 'source.extra.lane', 'source.extra.lane'],
