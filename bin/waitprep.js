@@ -5,6 +5,7 @@
 // scripted sequence. `inspect`, `reap` and `clean` are the operator's commands (bin/inspect.js).
 import { createRequire } from 'node:module';
 import { demo } from './demo/cli.js';
+import { experiment } from './experiment/cli.js';
 import { clean, inspect, reap } from './inspect.js';
 
 const EXIT_CODES = `exit codes of inspect, reap and clean (clean: the highest of its tables'):
@@ -26,6 +27,8 @@ commands:
                             driver and a storage-worker process that publishes into a lease
                             table; ends with a summary (\`waitprep demo --help\` for options)
   demo --scripted [--json]  the earlier scripted run of waits, dedup, preparation, wakes, misses
+  experiment [options]      every policy on the same trace and simulated resources, in virtual
+                            time through the real coordinator (\`waitprep experiment --help\`)
   inspect <table> [--json]  a native lease table's slots, pin holders, clients (alive or dead)
                             and producer; this inspector's own client entry is left out
   reap <table> [--json]     release the pins and entries of dead clients (and a dead
@@ -87,6 +90,7 @@ const operator = (name, run) => () => (asksForHelp(rest) ? console.log(COMMAND_U
 
 const commands = {
   demo: () => demo(rest),
+  experiment: () => experiment(rest),
   inspect: operator('inspect', inspect),
   reap: operator('reap', reap),
   clean: operator('clean', clean),

@@ -141,6 +141,8 @@ export class DemoRun {
     const tickets = new Map();
     const latencies = [];
     let wakesWithoutTicket = 0;
+    /** Keys whose completed history was forgotten because the table no longer held them. */
+    let forgotten = 0;
     let cancelsWithoutTicket = 0;
     const scale = options.timeScale;
     const started = performance.now();
@@ -161,7 +163,16 @@ export class DemoRun {
       if (this.failed) return new Promise(() => {}); // fail() exits the process
       const id = `${event.agent}#${event.generation}`;
       if (event.event === 'wait') {
-        const admission = coordinator.onWait({ engine: 'engine-0', request: event.agent, generation: event.generation }, keyOf(specOf(event)));
+        const key = keyOf(specOf(event));
+        // The eviction fix: completed history is no proof the bytes are still there. The storage
+        // worker evicts in its own process, so before admitting a wait the orchestrator looks the
+        // key up in the table; absent means never published or evicted, and forget(key) (refused
+        // while anyone waits on the key or its unit is queued or in flight) lets this wait queue
+        // it again instead of being told `completed` and missing at its wake.
+        const present = this.consumer.tryPin(key);
+        if (present.kind === 'lease') present.close();
+        else if (present.reason === 'absent' && coordinator.forget(key)) forgotten++;
+        const admission = coordinator.onWait({ engine: 'engine-0', request: event.agent, generation: event.generation }, key);
         if (admission.ticket !== undefined) tickets.set(id, admission.ticket);
         driver.poke();
       } else if (event.event === 'wake') {
@@ -215,6 +226,7 @@ export class DemoRun {
       drained: closing.drained,
       wakesWithoutTicket,
       cancelsWithoutTicket,
+      forgottenAfterEviction: forgotten,
       wakeLatencyNs: {
         what: 'onWake (coordinator checks and the table pin) timed with hrtime: sporadic, cold calls on an idle event loop; the steady-state pin + close is `npm run bench:pin` (docs/benchmarks.md)',
         count: latencies.length,

@@ -1,0 +1,239 @@
+// `waitprep experiment` (bin/experiment/, docs/experiment.md): the virtual-time replay of every
+// policy through the real WaitCoordinator. Checked here: determinism (the same arguments give the
+// same JSON, in this process and in a fresh one), accounting (every wait ends exactly once, every
+// wake is exactly one hit or one miss with a cause, every unit ends exactly once), the cost
+// model's geometry, the shared-bandwidth links, and the Mooncake importer on a slice of the
+// trace (test/fixtures/mooncake-conversation-head800.jsonl: its first 800 lines). Reduced sizes;
+// no figure is asserted, only what must hold whatever the figures are.
+import { createHash } from 'node:crypto';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { EventQueue, Network } from '../bin/experiment/clock.js';
+import { POLICIES } from '../bin/experiment/policies.js';
+import { MODELS, PRESETS, kvBytesPerToken, resolvePreset } from '../bin/experiment/presets.js';
+import { BUCKETS, CAUSES, replay } from '../bin/experiment/replay.js';
+import { runExperiment } from '../bin/experiment/run.js';
+import { generatorTrace, mooncakeTrace } from '../bin/experiment/traces.js';
+
+const root = join(import.meta.dirname, '..');
+const bin = join(root, 'bin', 'waitprep.js');
+const MOONCAKE_SLICE = join(import.meta.dirname, 'fixtures', 'mooncake-conversation-head800.jsonl');
+const sum = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
+
+type Result = ReturnType<typeof replay>;
+type Trace = ReturnType<typeof generatorTrace>;
+
+/** What must hold of one replay, counted against the trace itself. */
+function expectAccounted(trace: Trace, r: Result): void {
+  const wakeEvents = trace.events.filter((e: { kind: string }) => e.kind === 'wake').length;
+  const cancelEvents = trace.events.filter((e: { kind: string }) => e.kind === 'cancel').length;
+  // Every wait ends exactly once.
+  expect(r.waits).toBe(trace.waits.length);
+  expect(sum(r.endings)).toBe(r.waits);
+  expect(r.endings.wake).toBe(wakeEvents);
+  expect(r.endings.cancel).toBe(cancelEvents);
+  expect(r.endings.open).toBe(0);
+  // Every wake is one hit or one miss with a cause, and has a latency.
+  expect(r.wakes).toBe(wakeEvents);
+  expect(r.hits + sum(r.misses)).toBe(r.wakes);
+  expect(Object.keys(r.misses)).toEqual([...CAUSES]);
+  expect(sum(r.hitsByTier)).toBe(r.hits);
+  expect(r.latency.count).toBe(r.wakes);
+  expect(r.buckets.map((b: { name: string }) => b.name)).toEqual(BUCKETS.map((b) => b.name));
+  expect(r.buckets.reduce((n: number, b: { wakes: number }) => n + b.wakes, 0)).toBe(r.wakes);
+  expect(r.buckets.reduce((n: number, b: { hits: number }) => n + b.hits, 0)).toBe(r.hits);
+  const tools = Object.values(r.tools) as Array<{ wakes: number; hits: number }>;
+  expect(tools.reduce((n, t) => n + t.wakes, 0)).toBe(r.wakes);
+  expect(tools.reduce((n, t) => n + t.hits, 0)).toBe(r.hits);
+  expect(r.missPath.load + r.missPath.recompute + r.missPath.none).toBe(sum(r.misses));
+  // The coordinator saw exactly the wakes that went through it, and counted each once.
+  expect(r.lookups.coordinator + r.lookups.direct).toBe(r.wakes);
+  expect(r.coordinator.wakes).toBe(r.lookups.coordinator);
+  expect(r.coordinator.hits + sum(r.coordinator.misses)).toBe(r.coordinator.wakes);
+  expect(r.coordinator.waiting).toBe(0);
+  expect(r.coordinator.queued).toBe(0);
+  expect(r.coordinator.inFlight).toBe(0);
+  // Every unit ends exactly once, as the coordinator counted it.
+  const u = r.units;
+  expect(u.completed + u.alreadyReady + u.aborted + u.failed).toBe(u.issued);
+  expect(r.coordinator.issued).toBe(u.issued);
+  expect(r.coordinator.completed).toBe(u.completed + u.alreadyReady);
+  expect(r.coordinator.failed).toBe(u.aborted + u.failed);
+  expect(r.wasted.units).toBeLessThanOrEqual(u.issued);
+  expect(r.wasted.bytes).toBeLessThanOrEqual(u.bytes + 1);
+  for (const [, v] of Object.entries(r.memory.peak)) expect(v as number).toBeGreaterThanOrEqual(0);
+  expect(r.latency.p50).toBeLessThanOrEqual(r.latency.p95);
+  expect(r.latency.p95).toBeLessThanOrEqual(r.latency.p99);
+}
+
+describe('experiment: accounting', () => {
+  const trace = generatorTrace({ agents: 60, seconds: 900, seed: 7 });
+  for (const presetName of Object.keys(PRESETS)) {
+    it(`every wait, wake and unit is accounted for under every policy (${presetName})`, () => {
+      const preset = resolvePreset(presetName);
+      for (const policy of POLICIES) {
+        const r = replay(trace, preset, policy, { seed: 1, checkAborts: true });
+        expectAccounted(trace, r);
+        if (policy.name === 'none') expect(r.hits).toBe(0);
+        if (policy.name.startsWith('keep-gpu')) expect(r.hitsByTier.gpu).toBe(r.hits);
+        if (policy.name.startsWith('keep-gpu') || policy.name === 'none') expect(r.units.issued).toBe(0);
+        if (policy.name === 'fifo-1-no-join') expect(r.coordinator.joins).toBe(0);
+        // The host arena's budget holds prepared artifacts and staging together.
+        expect(r.memory.peak.arenaBytes + r.memory.peak.stagingBytes).toBeLessThanOrEqual(preset.hostArenaBytes);
+        expect(r.memory.peak.gpuRetainedBytes).toBeLessThanOrEqual(preset.gpuRetainBytesPerEngine * preset.engines);
+      }
+    });
+  }
+
+  it('accounts the Mooncake slice too, under every policy', () => {
+    const mooncake = mooncakeTrace(readFileSync(MOONCAKE_SLICE, 'utf8'));
+    const preset = resolvePreset('70b-b300-pcie6');
+    for (const policy of POLICIES) expectAccounted(mooncake, replay(mooncake, preset, policy, { seed: 2, checkAborts: true }));
+  });
+});
+
+describe('experiment: determinism', () => {
+  const options = {
+    presets: ['70b-pcie5-host'], agents: [25], seconds: 400, seeds: [1, 2, 3], trace: 'generator',
+    mooncakeFile: '', sharedPrefixTokens: 0, policies: null, sampleSeconds: 10,
+  };
+
+  it('the same options give byte-identical JSON; another seed list does not', () => {
+    const a = JSON.stringify(runExperiment(options));
+    expect(JSON.stringify(runExperiment(options))).toBe(a);
+    expect(JSON.stringify(runExperiment({ ...options, seeds: [4] }))).not.toBe(a);
+  });
+
+  it('`waitprep experiment --json` prints one object, the same in two processes, with progress on stderr', () => {
+    const args = [bin, 'experiment', '--json', '--agents', '15', '--seconds', '300', '--seeds', '1,2,3', '--preset', '8b-pcie5-nvme,70b-b300-pcie6'];
+    const first = spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 120_000 });
+    expect(first.status).toBe(0);
+    expect(first.stderr).toMatch(/\[\d+\/\d+ [\d.]+ s\] 8b-pcie5-nvme 15 agents seed 1 none: hit/);
+    const second = execFileSync(process.execPath, [...args, '--quiet'], { encoding: 'utf8', timeout: 120_000 });
+    expect(createHash('sha256').update(second).digest('hex')).toBe(createHash('sha256').update(first.stdout).digest('hex'));
+    expect(first.stdout.trim().split('\n')).toHaveLength(1);
+    const output = JSON.parse(first.stdout);
+    expect(output.runs).toHaveLength(2);
+    for (const run of output.runs) {
+      expect(run.policies.map((p: { name: string }) => p.name)).toEqual(POLICIES.map((p) => p.name));
+      for (const p of run.policies) expect(p.seeds).toHaveLength(3);
+      const oracle = run.policies.find((p: { name: string }) => p.name === 'oracle');
+      expect(oracle.summary.hitsOfOracle.mean).toBe(1);
+    }
+  });
+
+  it('the table and the HTML report come from the same run', () => {
+    const dir = execFileSync('mktemp', ['-d'], { encoding: 'utf8' }).trim();
+    const html = join(dir, 'report.html');
+    const text = execFileSync(process.execPath, [bin, 'experiment', '--agents', '10,20', '--seconds', '300', '--seeds', '1', '--quiet', '--html', html], { encoding: 'utf8', timeout: 120_000 });
+    expect(text).toMatch(/^8b-pcie5-nvme, 10 agents, generator trace/m);
+    expect(text).toMatch(/^fifo-1 +\d/m);
+    const page = readFileSync(html, 'utf8');
+    expect(page).toMatch(/^<!doctype html>/);
+    expect(page).toContain('hit rate against agents');
+    expect(page).toContain('latency CDF');
+    expect(page).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org)/);
+    execFileSync('rm', ['-rf', dir]);
+  });
+
+  it('a bad option is a usage error (exit 2)', () => {
+    for (const args of [['--agents', '0'], ['--preset', 'nope'], ['--policies', 'fifo-9'], ['--bogus']]) {
+      const run = spawnSync(process.execPath, [bin, 'experiment', ...args], { encoding: 'utf8' });
+      expect(run.status).toBe(2);
+      expect(run.stderr).toMatch(/^waitprep experiment: /);
+    }
+  });
+});
+
+describe('experiment: cost model and links', () => {
+  it('KV bytes per token come from the geometry, MLA included', () => {
+    expect(kvBytesPerToken(MODELS['llama-3.1-8b'])).toBe(32 * 8 * 128 * 2 * 2);
+    expect(kvBytesPerToken(MODELS['llama-3.1-70b'])).toBe(80 * 8 * 128 * 2 * 2);
+    expect(kvBytesPerToken(MODELS['deepseek-v3'])).toBe(61 * (512 + 64) * 2);
+    const p = resolvePreset('70b-pcie5-host');
+    expect(p.engines).toBe(2);
+    expect(p.h2dBytesPerSecPerEngine).toBe(4 * PRESETS['70b-pcie5-host'].h2dBytesPerSecPerGpu);
+    expect(resolvePreset('8b-pcie5-nvme').sourceBytesPerSec).toBe(8 * 12e9);
+  });
+
+  it('transfers on one link share it equally; a capped one keeps only its cap', () => {
+    const q = new EventQueue();
+    const net = new Network(q);
+    const link = net.link('l', 100);
+    const ends: Array<[string, number]> = [];
+    net.transfer(100, [link], Infinity, () => ends.push(['a', q.now]));
+    net.transfer(100, [link], Infinity, () => ends.push(['b', q.now]));
+    q.at(0.5, () => net.transfer(10, [link], 10, () => ends.push(['c', q.now])));
+    q.run();
+    // Until 0.5 s a and b move 50/s each (25 moved). Then a third each (equal shares, not
+    // max-min: c's unused share is not handed on), c capped at 10/s, so c ends at 1.5 s with
+    // a and b at 75 - 100/3 left; alone again at 50/s, they end 5/6 s later.
+    expect(ends.map(([n]) => n)).toEqual(['c', 'a', 'b']);
+    expect(ends[0]![1]).toBeCloseTo(1.5, 9);
+    expect(ends[1]![1]).toBeCloseTo(1.5 + (75 - 100 / 3) / 50, 9);
+    expect(ends[2]![1]).toBeCloseTo(ends[1]![1], 12);
+    expect(link.bytes).toBeCloseTo(210, 6);
+  });
+});
+
+describe('experiment: the Mooncake importer', () => {
+  const text = readFileSync(MOONCAKE_SLICE, 'utf8');
+
+  it('infers sessions from prefix chains: each wait sits between two turns of one session, keyed by the earlier turn\'s chain', () => {
+    const trace = mooncakeTrace(text);
+    expect(trace.info.requests).toBe(800);
+    expect(trace.waits.length).toBeGreaterThan(50);
+    const requests = text.trim().split('\n').map((line) => JSON.parse(line));
+    const chains = new Set(requests.map((r: { hash_ids: number[] }) => `0:${r.hash_ids.join(',')}`));
+    const byAgent = new Map<string, Array<{ start: number; end: number }>>();
+    for (const w of trace.waits) {
+      expect(w.end).toBeGreaterThan(w.start);
+      expect(w.tool).toBe('conversation');
+      // The key is a real request's whole chain, and the context its input.
+      expect(chains.has(w.keyId)).toBe(true);
+      expect(w.sharedTokens).toBeLessThanOrEqual(w.tokens);
+      if (!byAgent.has(w.agent)) byAgent.set(w.agent, []);
+      byAgent.get(w.agent)!.push(w);
+    }
+    // One session's waits never overlap: each next one starts after the previous one's wake.
+    for (const waits of byAgent.values()) for (let i = 1; i < waits.length; i++) expect(waits[i]!.start).toBeGreaterThan(waits[i - 1]!.end);
+    // Times are the trace's: every wake is a request's arrival.
+    const arrivals = new Set(requests.map((r: { timestamp: number }) => r.timestamp / 1000));
+    for (const w of trace.waits) expect(arrivals.has(w.end)).toBe(true);
+  });
+
+  it('the widely shared leading block is no session: requests sharing only it are not chained', () => {
+    const lines = [
+      { timestamp: 0, input_length: 1024, output_length: 10, hash_ids: [0, 1] },
+      { timestamp: 0, input_length: 1024, output_length: 10, hash_ids: [0, 2] },
+      { timestamp: 0, input_length: 1024, output_length: 10, hash_ids: [0, 3] },
+      { timestamp: 0, input_length: 1024, output_length: 10, hash_ids: [0, 4] },
+      // Continues [0, 1] (its last block was partial): one wait, keyed by [0, 1].
+      { timestamp: 60_000, input_length: 1600, output_length: 10, hash_ids: [0, 1, 5, 6] },
+      // Extends [0, 1] again: a fork, a second agent demanding the same key.
+      { timestamp: 90_000, input_length: 1600, output_length: 10, hash_ids: [0, 1, 7, 8] },
+      // Shares only block 0 with everything: a new session, no wait.
+      { timestamp: 120_000, input_length: 1024, output_length: 10, hash_ids: [0, 9] },
+    ].map((l) => JSON.stringify(l)).join('\n');
+    const trace = mooncakeTrace(lines);
+    expect(trace.waits.map((w: { keyId: string; agent: string }) => w.keyId)).toEqual(['0:0,1', '0:0,1']);
+    expect(new Set(trace.waits.map((w: { agent: string }) => w.agent)).size).toBe(2);
+    expect(trace.waits[0].sharedTokens).toBe(512);
+    // The turn's service time comes off the gap: 512 uncached tokens (the shared block is in the
+    // prefix cache) at 10k/s plus 10 output tokens at 30 ms.
+    expect(trace.waits[0].start).toBeCloseTo(0.0512 + 0.3, 9);
+    expect(trace.waits[0].end).toBe(60);
+  });
+
+  it('more agents than the slice holds are tiled copies with their own agents and keys', () => {
+    const one = mooncakeTrace(text);
+    const sessions = one.info.sessionsWithWaits;
+    const tiled = mooncakeTrace(text, { agents: sessions * 2 + 1 });
+    expect(tiled.info.copies).toBe(3);
+    expect(tiled.info.agents).toBe(sessions * 2 + 1);
+    const keysOfCopy = (c: number) => new Set(tiled.waits.filter((w: { agent: string }) => w.agent.startsWith(`c${c}/`)).map((w: { keyId: string }) => w.keyId));
+    for (const key of keysOfCopy(1)) expect(keysOfCopy(0).has(key)).toBe(false);
+  });
+});
