@@ -139,6 +139,13 @@ class ChainTests(unittest.TestCase):
         self.assertEqual(chain.pending_tokens, 188)
         self.assertEqual(chain.chunks, 130)
 
+    def test_every_token_container_gives_the_same_keys(self):
+        tokens = [(i * 7919) % 128000 for i in range(100)]
+        want = [k.hex for k in chunk_keys(tokens, **OPTIONS)[0]]
+        packed = array("I", tokens)
+        for given in (tuple(tokens), packed, memoryview(packed), memoryview(packed.tobytes()).cast("I")):
+            self.assertEqual([k.hex for k in chunk_keys(given, **OPTIONS)[0]], want, type(given))
+
     def test_no_key_holds_more_than_one_chunk(self):
         chain = ChunkChain(**dict(OPTIONS, chunk_tokens=64))
         keys = []

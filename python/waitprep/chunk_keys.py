@@ -54,6 +54,8 @@ _U64_MAX = 2**64 - 1
 _TP_MAX = 65536
 _PROFILE_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:+-/")
 _BIG_ENDIAN = sys.byteorder == "big"
+# Tokens are packed with array("I"): the encoding needs it to be 4 bytes.
+assert array("I").itemsize == 4, "array('I') is not 4 bytes on this platform"
 _TOKEN_TAG = b"\x09"
 _EXTRA_TAG = b"\x0a"
 _PARENT_NAME = CHUNK_PARENT_FIELD.encode("ascii")
@@ -204,7 +206,16 @@ class ManifestKey:
 
 
 def _token_bytes(tokens: Tokens) -> bytes:
-    """uint32 little-endian bytes of ``tokens``; ERR_INVALID_KEY naming ``tokens[i]`` for a bad one."""
+    """uint32 little-endian bytes of ``tokens``; ERR_INVALID_KEY naming ``tokens[i]`` for a bad one.
+
+    An ``array('I')`` or a one-dimensional uint32 memoryview (``memoryview(numpy_uint32_array)``)
+    is taken as its bytes, without a pass over the tokens."""
+    if isinstance(tokens, memoryview) and tokens.ndim == 1 and tokens.format in ("I", "@I", "=I", "<I") and tokens.itemsize == 4:
+        if tokens.format == "<I" or not _BIG_ENDIAN:
+            return tokens.tobytes()
+        swapped = array("I", tokens.tobytes())
+        swapped.byteswap()
+        return swapped.tobytes()
     if isinstance(tokens, array) and tokens.itemsize == 4 and tokens.typecode in ("I", "L"):
         packed = tokens
     else:
