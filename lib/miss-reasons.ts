@@ -5,7 +5,7 @@
  *   (mirrored in lease-table/layout.ts `STATUS`), named after it: the status
  *   name without `MISS_`, lowercase, `_` as `-` (`WP_MISS_NO_DEVICE_RECORD` is
  *   `'no-device-record'`). A status added to the header and to `STATUS` is a
- *   reason with nothing else to edit; examples/python/waitprep_table.py derives
+ *   reason with nothing else to edit; the Python package (python/waitprep/_abi.py) derives
  *   its `MISS_REASON` by the same rule.
  * - A backend's own, decided before or without the table: a malformed device
  *   target, a closed table.
