@@ -12,6 +12,9 @@ waitprep's preparation is for.
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -145,3 +148,219 @@ class Engine:
         if extra > 0:
             cache.crop(-extra)
         return TurnResult(logits, produced, cache, n - cached, cached, prefill_s, decode_s)
+
+
+# --- The engine process -------------------------------------------------------------------------
+#
+# python -m tfengine.engine --geometry tiny --seed 11 --cache-tokens N --disk DIR
+#
+# One JSON object a line each way. It prints {"event": "ready", ...} with its identity (the key
+# fields it computes KV for) and its KV bytes per token once the model is built, then serves
+# requests in order:
+#
+#   {"op": "turn", "id", "tokens": base64 of uint32 LE, "task", "namespace", "pageGeneration",
+#    "keyHex": the key of exactly these tokens' KV, "save": bool,
+#    "prefix": null | {"length": n, "keyHex": the key of tokens[:n]'s KV},
+#    "handoff": null | a lease's handoff token for the prefix, "decode": k, "check": bool,
+#    "holdPin": bool (tests: keep the pin until a {"op": "release"} line comes)}
+#   {"op": "exit"}
+#
+# A turn with a handoff token first pins that artifact for itself (exact pin) and says so with
+# {"event": "pinned", "id"} (or {"event": "handoff-miss", "id", "reason"}), so the orchestrator
+# can close its own lease; it holds its pin while it reads and checks the record and builds the
+# cache (which owns copies), then releases it, runs the turn and answers {"event": "turn", ...}. It never trusts the orchestrator's digests: it rebuilds both keys from
+# the tokens it was sent and refuses a request whose digests differ (identity), and it checks a
+# leased record's header against the prefix's key before it reads the KV.
+
+
+def _tokens(b64: str) -> List[int]:
+    import base64
+    from array import array
+
+    raw = base64.b64decode(b64, validate=True)
+    if len(raw) % 4:
+        raise ValueError(f"tokens: {len(raw)} bytes is not a whole number of uint32s")
+    values = array("I")
+    values.frombytes(raw)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values.tolist()
+
+
+class EngineServer:
+    """The request loop of the engine process: an :class:`Engine`, the disk tier it saves to, and
+    a consumer handle on each lease table a handoff token names (opened on first use)."""
+
+    def __init__(self, engine: Engine, disk_dir: str, out: Any = sys.stdout) -> None:
+        from .model import model_identity
+
+        self.engine = engine
+        self.tables: dict = {}
+        self.lines: Any = iter(())
+        self.disk_dir = disk_dir
+        self.identity = model_identity(engine.geometry, engine.seed)
+        self.out = out
+
+    def table(self, token: str) -> Any:
+        from waitprep import open_table, parse_handoff_token
+
+        name = parse_handoff_token(token).table
+        if name not in self.tables:
+            self.tables[name] = open_table(name, "consumer")
+        return self.tables[name]
+
+    def close(self) -> None:
+        for table in self.tables.values():
+            table.close()
+        self.tables.clear()
+
+    def say(self, message: dict) -> None:
+        self.out.write(json.dumps(message, separators=(",", ":")) + "\n")
+        self.out.flush()
+
+    def digest(self, tokens: Sequence[int], request: dict) -> str:
+        from waitprep import key_digest
+
+        from .model import key_fields
+
+        return key_digest(key_fields(self.identity, tokens, request["task"], request["namespace"], request["pageGeneration"])).hex()
+
+    def turn(self, request: dict) -> dict:
+        from . import storage
+
+        rid = request["id"]
+        tokens = _tokens(request["tokens"])
+        key_hex = self.digest(tokens, request)
+        if key_hex != request["keyHex"]:
+            raise ValueError(f"turn {rid}: the key of these tokens is {key_hex}, the request names {request['keyHex']}")
+        prefix_req = request.get("prefix")
+        reply: dict = {"event": "turn", "id": rid, "tokens": len(tokens), "bytesRead": 0, "bytesWritten": 0}
+        prefix_hex = None
+        if prefix_req is not None:
+            n = int(prefix_req["length"])
+            if not 0 < n < len(tokens):
+                raise ValueError(f"turn {rid}: a prefix of {n} tokens of a {len(tokens)}-token prompt")
+            prefix_hex = self.digest(tokens[:n], request)
+            if prefix_hex != prefix_req["keyHex"]:
+                raise ValueError(f"turn {rid}: the key of the prefix is {prefix_hex}, the request names {prefix_req['keyHex']}")
+        lease = None
+        cache = None
+        # The time to first token counts from here: the request is checked, the KV not yet found.
+        start = time.perf_counter()
+        try:
+            if prefix_hex is not None:
+                cache = self.engine.cache.take(prefix_hex)
+                if cache is not None:
+                    reply["path"] = "resident"
+                elif request.get("handoff"):
+                    table = self.table(request["handoff"])
+                    got = table.try_pin_exact(request["handoff"])
+                    if isinstance(got, str):
+                        self.say({"event": "handoff-miss", "id": rid, "reason": got})
+                        reply["path"], reply["cause"] = "recompute", f"handoff-{got}"
+                    elif got.digest.hex() != prefix_hex:
+                        got.close()
+                        raise ValueError(f"turn {rid}: the handoff token names {got.digest.hex()}, not the prefix's key {prefix_hex}")
+                    else:
+                        lease = got
+                        self.say({"event": "pinned", "id": rid})
+                        if request.get("holdPin"):
+                            self.wait_for_release()
+                        try:
+                            payload = storage.read_leased(table, lease)
+                        except storage.RecordError as error:
+                            reply["path"], reply["cause"] = "recompute", f"record-{error.reason}"
+                        else:
+                            reply["bytesRead"] = len(payload)
+                            cache = self.engine.decode_cache(payload)
+                            del payload
+                            reply["path"] = "leased"
+                        # The cache owns copies now (kvcodec.decode), so the pin goes before the
+                        # prefill. holdPin (above) keeps it until told: the lifetime tests' window.
+                        lease.close()
+                else:
+                    reply["path"], reply["cause"] = "recompute", request.get("cause", "no-lease")
+            else:
+                reply["path"], reply["cause"] = "recompute", request.get("cause", "first-turn")
+            restore_s = time.perf_counter() - start
+            result = self.engine.turn(tokens, cache, int(request.get("decode", 4)))
+        finally:
+            if lease is not None:
+                lease.close()
+        reply.update(
+            ttftS=restore_s + result.prefill_s,
+            restoreS=restore_s,
+            prefillS=result.prefill_s,
+            decodeS=result.decode_s,
+            prefillTokens=result.prefill_tokens,
+            cachedTokens=result.cached_tokens,
+            output=result.tokens,
+        )
+        if request.get("check") and result.cached_tokens > 0:
+            full = self.engine.turn(tokens, None, int(request.get("decode", 4)))
+            import torch
+
+            reply["check"] = {
+                "fullPrefillS": full.prefill_s,
+                "maxAbsDiff": float((result.logits - full.logits).abs().max()),
+                "logitScale": float(full.logits.abs().max()),
+                "bitExact": bool(torch.equal(result.logits, full.logits)),
+                "sameTokens": result.tokens == full.tokens,
+            }
+        evicted = self.engine.cache.put(key_hex, result.cache)
+        reply["evicted"] = len(evicted)
+        if request.get("save"):
+            start = time.perf_counter()
+            reply["bytesWritten"] = storage.save_to_disk(self.disk_dir, bytes.fromhex(key_hex), kvcodec.encode(result.cache), len(tokens))
+            reply["saveS"] = time.perf_counter() - start
+        return reply
+
+    def wait_for_release(self) -> None:
+        """Holds the turn (and its pin) until the next request line is {"op": "release"}."""
+        for line in self.lines:
+            if json.loads(line).get("op") == "release":
+                return
+
+    def serve(self, lines: Any = sys.stdin) -> None:
+        self.lines = iter(lines)
+        import torch
+
+        g = self.engine.geometry
+        self.say({"event": "ready", "pid": os.getpid(), "identity": self.identity, "geometry": g.label(), "kvBytesPerToken": g.kv_bytes_per_token(),
+                  "cacheBudgetBytes": self.engine.cache.budget_bytes, "threads": torch.get_num_threads()})
+        for line in self.lines:
+            request = json.loads(line)
+            if request.get("op") == "exit":
+                return
+            try:
+                self.say(self.turn(request))
+            except Exception as error:  # one bad request is answered, not fatal to the engine
+                self.say({"event": "error", "id": request.get("id"), "error": f"{type(error).__name__}: {error}"})
+
+
+def main(argv: "Sequence[str] | None" = None) -> None:
+    import argparse
+
+    import torch
+
+    from .model import GEOMETRIES
+
+    parser = argparse.ArgumentParser(prog="python -m tfengine.engine", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--geometry", choices=sorted(GEOMETRIES), default="tiny")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--cache-tokens", type=int, default=0, help="the session LRU's budget in tokens of KV (the stand-in for GPU memory)")
+    parser.add_argument("--disk", required=True, help="the disk tier's directory")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    geometry = GEOMETRIES[args.geometry]
+    server = EngineServer(Engine(geometry, args.seed, args.cache_tokens * geometry.kv_bytes_per_token()), args.disk)
+    try:
+        server.serve()
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+// The orchestrator: replays agent sessions from waitprep's trace generator against a real model
+// runtime, the engine process (python -m tfengine.engine), with the storage tier (python -m
+// tfengine.storage) as the lease table's producer.
+//
+// It is a closed-loop replay. Each agent's turns run on the one engine, in the order they are
+// asked for; the trace gives each session's contexts (its keys' token layouts) and how long each
+// tool call takes, and a turn's own compute time replaces the trace's think time: an agent's
+// tool call starts when its turn has answered, because the turn is the LLM call. Per agent:
+//
+//   first turn: prefill the first wait's context from scratch, save its KV to the disk tier
+//   for each tool call:
+//     onWait(consumer, key of the context), driver.poke()      (the storage tier prepares it)
+//     sleep for the call's duration (scaled, capped)
+//     onWake: a hit hands the lease to the engine with its token; a miss does not
+//     the next turn: prompt = the next wait's context (or this one plus a tool result), prefix =
+//     this context; the engine uses its own LRU if the KV is still resident, else pins the
+//     lease exactly and rebuilds the DynamicCache from the arena, else recomputes
+//     the orchestrator closes its lease once the engine says it holds its own pin (or answered)
+//
+// Traces come with replaceFraction 0: a replacing wait's context (the old one plus a steering
+// message) is a context no turn computed, so the engine has no KV of it to save.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { PreparationDriver, WaitCoordinator, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
+import { generateTrace, keyFromSpec, nearestRank, specTokenLayout } from 'waitprep/trace';
+import { EXAMPLE_DIR, pythonEnv, venvPython } from './venv.mjs';
+
+/**
+ * Run profiles: the geometry and a trace shaped to fit its context. `tiny` is the tests'; `large`
+ * records the figures (contexts of about 2k to 4.5k tokens on an 8-layer, hidden-1024 model).
+ */
+export const PROFILES = Object.freeze({
+  tiny: {
+    geometry: 'tiny',
+    agents: 3,
+    trace: { systemPrefixTokens: 192, taskTokens: { min: 32, max: 96 }, growthTokens: { mu: Math.log(64), sigma: 0.4 }, callsPerSession: { mu: Math.log(4), sigma: 0.2, min: 3, max: 4 } },
+    resultTokens: 16,
+    contextLimit: 2048,
+    cacheTokens: 400,
+    arenaTokens: 4000,
+    maxWaitS: 1.5,
+    checkEvery: 1,
+  },
+  large: {
+    geometry: 'large',
+    agents: 4,
+    trace: { systemPrefixTokens: 1536, taskTokens: { min: 256, max: 768 }, growthTokens: { mu: Math.log(400), sigma: 0.5 }, callsPerSession: { mu: Math.log(4), sigma: 0.2, min: 3, max: 5 } },
+    resultTokens: 64,
+    contextLimit: 8192,
+    cacheTokens: 5000,
+    arenaTokens: 24000,
+    maxWaitS: 8,
+    checkEvery: 1,
+  },
+});
+
+/** A Python child speaking one JSON object a line; requests are answered in order. */
+class PythonChild {
+  constructor(name, module, args, env = {}) {
+    this.name = name;
+    this.child = spawn(venvPython(), ['-m', module, ...args], { cwd: EXAMPLE_DIR, env: pythonEnv(env), stdio: ['pipe', 'pipe', 'inherit'] });
+    this.pending = new Map();
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+    this.ready = new Promise((resolve, reject) => {
+      this.onReady = resolve;
+      this.exited.then(({ code, signal }) => reject(new Error(`${name} exited (${signal ?? code}) before it was ready`)));
+    });
+    this.exited.then(({ code, signal }) => {
+      for (const { reject } of this.pending.values()) reject(new Error(`${name} exited (${signal ?? code}) with a request unanswered`));
+      this.pending.clear();
+    });
+    createInterface({ input: this.child.stdout }).on('line', (line) => this.dispatch(JSON.parse(line)));
+  }
+
+  dispatch(message) {
+    if (message.event === 'ready') return this.onReady(message);
+    const waiting = this.pending.get(message.id);
+    if (waiting === undefined) return;
+    if (message.event === 'turn' || message.event === 'reply' || message.event === 'error') {
+      this.pending.delete(message.id);
+      if (message.event === 'error') waiting.reject(new Error(`${this.name}: ${message.error}`));
+      else waiting.resolve(message);
+    } else {
+      waiting.onEvent?.(message);
+    }
+  }
+
+  /** Sends `request` (given an id) and resolves with its final answer; `onEvent` sees the ones before it. */
+  request(request, onEvent) {
+    return new Promise((resolve, reject) => {
+      this.pending.set(request.id, { resolve, reject, onEvent });
+      this.child.stdin.write(JSON.stringify(request) + '\n');
+    });
+  }
+
+  async close() {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.stdin.end(JSON.stringify({ op: 'exit' }) + '\n');
+      const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
+      await this.exited;
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** The trace's sessions as each agent's tool calls in order, cut where a context would not fit. */
+export function sessions(events, { contextLimit, resultTokens }) {
+  const byAgent = new Map();
+  const open = new Map();
+  for (const e of events) {
+    if (e.event === 'wait') {
+      const list = byAgent.get(e.agent) ?? [];
+      byAgent.set(e.agent, list);
+      const call = { agent: e.agent, generation: e.generation, spec: e.key, tool: e.tool ?? 'tool', startT: e.t, seconds: 0, end: 'wake' };
+      list.push(call);
+      open.set(`${e.agent}/${e.generation}`, call);
+    } else {
+      const call = open.get(`${e.agent}/${e.generation}`);
+      if (call === undefined) continue;
+      call.seconds = e.t - call.startT;
+      call.end = e.event;
+    }
+  }
+  const out = [];
+  for (const calls of byAgent.values()) {
+    const fit = [];
+    for (const call of calls) {
+      if (specTokenLayout(call.spec).length + resultTokens > contextLimit) break;
+      fit.push(call);
+    }
+    if (fit.length > 0) out.push(fit);
+  }
+  return out;
+}
+
+/** A spec plus a seeded run of `length` tokens: the tool's result that the last turn appends. */
+function withResult(spec, agent, generation, length) {
+  return { task: spec.task, namespace: spec.namespace, tokens: [...spec.tokens, { seed: `result/${agent}/${generation}`, length }] };
+}
+
+function tokensBase64(layout) {
+  return Buffer.from(layout.buffer, layout.byteOffset, layout.byteLength).toString('base64');
+}
+
+function percentiles(values) {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return { n: sorted.length, p50: nearestRank(sorted, 0.5), p95: nearestRank(sorted, 0.95) };
+}
+const sum = (values) => values.reduce((a, b) => a + b, 0);
+const mean = (values) => (values.length === 0 ? null : sum(values) / values.length);
+
+/**
+ * Runs one replay and resolves with its report. Options: `profile` (a PROFILES name), `seed`,
+ * `agents`, `timeScale` (multiplies the trace's arrivals and tool-call durations), `maxWaitS`,
+ * `threads` (torch threads in the engine), `cacheTokens` (the engine LRU's budget, overriding the
+ * profile's; 0 keeps nothing resident), `settleBeforeWake` (tests: a wake also waits until its
+ * key's preparation unit has settled, so whether a wake hits no longer depends on timing), `log`
+ * (a line printer).
+ */
+export async function runReplay(options = {}) {
+  const profile = { ...PROFILES[options.profile ?? 'tiny'] };
+  if (profile.geometry === undefined) throw new Error(`unknown profile ${options.profile}`);
+  const seed = options.seed ?? 7;
+  const agents = options.agents ?? profile.agents;
+  const timeScale = options.timeScale ?? 1;
+  const maxWaitS = options.maxWaitS ?? profile.maxWaitS;
+  const log = options.log ?? (() => {});
+  const id = `${process.pid}-${Date.now().toString(36)}`;
+  const tableName = `tfengine-${id}`;
+  const work = mkdtempSync(join(tmpdir(), 'tfengine-'));
+  const diskDir = join(work, 'disk');
+  const socketPath = join(work, 'storage.sock');
+
+  const trace = generateTrace({ agents, seconds: 3600, seed, replaceFraction: 0, cancelFraction: 0.02, ...profile.trace });
+  const plan = sessions(trace, profile);
+
+  log(`engine: building the ${profile.geometry} model`);
+  const cacheTokens = options.cacheTokens ?? profile.cacheTokens;
+  const engine = new PythonChild('engine', 'tfengine.engine', ['--geometry', profile.geometry, '--seed', String(seed), '--cache-tokens', String(cacheTokens), '--disk', diskDir, ...(options.threads ? ['--threads', String(options.threads)] : [])]);
+  let storage = null;
+  let table = null;
+  let driver = null;
+  const report = { profile: options.profile ?? 'tiny', seed, agents: plan.length, timeScale, maxWaitS };
+  try {
+    const ready = await engine.ready;
+    const kvPerToken = ready.kvBytesPerToken;
+    storage = new PythonChild('storage', 'tfengine.storage', ['--table', tableName, '--disk', diskDir, '--socket', socketPath, '--budget', String(profile.arenaTokens * kvPerToken)]);
+    await storage.ready;
+    table = openLeaseTable({ name: tableName, role: 'consumer', implementation: 'native' });
+    const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 1024, maxWaiting: 4096, historyLimit: 4096 });
+    const preps = [];
+    // Each key's next settlement, for settleBeforeWake: resolved when a unit of that key settles.
+    const settlements = new Map();
+    const settled = (hex) => {
+      let entry = settlements.get(hex);
+      if (entry === undefined) {
+        let resolve;
+        entry = { promise: new Promise((r) => (resolve = r)), resolve: () => resolve() };
+        settlements.set(hex, entry);
+      }
+      return entry;
+    };
+    driver = new PreparationDriver({
+      coordinator,
+      grants: { acquire: () => ({ worker: 'storage-tier', grant: 'host-io' }), release: () => {} },
+      worker: { filename: new URL('./prepare-worker.mjs', import.meta.url), minThreads: 1, maxThreads: 2, env: { ...process.env, TFENGINE_STORAGE_SOCKET: socketPath } },
+      deadlineMs: 60_000,
+      onSettled: (r) => {
+        preps.push({ result: r.result, value: r.value, error: r.error?.message ?? null });
+        settled(r.work.key.hex).resolve();
+        settlements.delete(r.work.key.hex);
+      },
+    });
+    const base = { snapshotKind: 'kv-cache', runtime: ready.identity.runtime, model: ready.identity.model, adapter: 'none', profile: ready.identity.profile, positionPolicy: 'absolute', sourcePageGeneration: 0, codec: 'none', codecConfig: 'none', representationVersion: 1 };
+    const keyOf = (spec) => keyFromSpec(spec, base);
+    const admissions = {};
+    const turns = [];
+    let turnId = 0;
+    let hitsSeen = 0;
+
+    const turn = async (agent, kind, spec, prefix, wake) => {
+      const layout = specTokenLayout(spec);
+      const key = keyOf(spec);
+      const request = {
+        op: 'turn', id: ++turnId, tokens: tokensBase64(layout), task: spec.task, namespace: spec.namespace, pageGeneration: 0,
+        keyHex: key.hex, save: kind !== 'last', decode: 4, prefix: null, handoff: null, check: false,
+      };
+      let lease = null;
+      if (prefix !== null) {
+        request.prefix = { length: prefix.length, keyHex: prefix.keyHex };
+        if (wake.kind === 'hit') {
+          lease = wake.lease;
+          request.handoff = lease.handoffToken();
+          request.check = hitsSeen++ % profile.checkEvery === 0;
+        } else {
+          request.cause = wake.reason;
+        }
+      }
+      const sent = performance.now();
+      // The rule: the orchestrator's lease stays until the engine holds its own pin, or answered.
+      const reply = await engine.request(request, (event) => {
+        if (event.event === 'pinned' || event.event === 'handoff-miss') lease?.close();
+      }).finally(() => lease?.close());
+      turns.push({ agent, kind, wake: wake === null ? null : wake.kind === 'hit' ? 'hit' : `miss:${wake.reason}`, waitedS: (performance.now() - sent) / 1000 - reply.ttftS - reply.decodeS, ...reply });
+      log(`turn ${reply.id} ${agent} ${kind}: ${reply.tokens} tokens, ${reply.path}${reply.cause ? ` (${reply.cause})` : ''}, ttft ${(reply.ttftS * 1000).toFixed(0)} ms`);
+      return { key, layout };
+    };
+
+    const runAgent = async (calls) => {
+      const agent = calls[0].agent;
+      await sleep(calls[0].startT * timeScale * 1000);
+      let { key, layout } = await turn(agent, 'first', calls[0].spec, null, null);
+      for (let i = 0; i < calls.length; i++) {
+        const call = calls[i];
+        const admission = coordinator.onWait({ engine: 'engine-0', request: agent, generation: call.generation }, key);
+        admissions[admission.status] = (admissions[admission.status] ?? 0) + 1;
+        const unit = ['queued', 'joined', 'in-flight'].includes(admission.status) ? settled(key.hex).promise : null;
+        driver.poke();
+        await sleep(Math.min(call.seconds * timeScale, maxWaitS) * 1000);
+        if (options.settleBeforeWake && unit !== null) await unit;
+        let wake;
+        if (admission.ticket === undefined) wake = { kind: 'miss', reason: admission.status };
+        else if (call.end === 'cancel') {
+          coordinator.onCancel(admission.ticket);
+          wake = { kind: 'miss', reason: 'cancelled' };
+        } else wake = coordinator.onWake(admission.ticket);
+        const last = i === calls.length - 1;
+        const nextSpec = last ? withResult(call.spec, agent, call.generation, profile.resultTokens) : calls[i + 1].spec;
+        ({ key, layout } = await turn(agent, last ? 'last' : 'next', nextSpec, { length: layout.length, keyHex: key.hex }, wake));
+      }
+    };
+
+    const started = performance.now();
+    await Promise.all(plan.map(runAgent));
+    report.wallS = (performance.now() - started) / 1000;
+    await driver.close();
+    report.storage = await storage.request({ op: 'stats', id: 'stats' });
+    report.pinnedSlotsAtEnd = table.summary().pinnedSlots;
+    report.admissions = admissions;
+    report.coordinator = coordinator.stats();
+    Object.assign(report, summarize(turns, preps));
+    report.engine = ready;
+    return report;
+  } finally {
+    await driver?.close({ force: true }).catch(() => {});
+    table?.close();
+    await engine.close();
+    await storage?.close();
+    unlinkLeaseTable(tableName);
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** The report's figures from the turns and the preparation units. */
+export function summarize(turns, preps) {
+  const wakeTurns = turns.filter((t) => t.kind !== 'first');
+  const by = (f) => wakeTurns.reduce((acc, t) => ((acc[f(t)] = (acc[f(t)] ?? 0) + 1), acc), {});
+  const leased = wakeTurns.filter((t) => t.path === 'leased');
+  const recompute = wakeTurns.filter((t) => t.path === 'recompute');
+  const resident = wakeTurns.filter((t) => t.path === 'resident');
+  const checked = leased.filter((t) => t.check !== undefined);
+  const prepared = preps.filter((p) => p.result === 'succeeded' && p.value && !p.value.alreadyReady);
+  return {
+    turns: turns.length,
+    wakes: wakeTurns.length,
+    byWake: by((t) => t.wake),
+    byPath: by((t) => (t.path === 'recompute' ? `recompute (${t.cause})` : t.path)),
+    byWakeAndPath: by((t) => `${t.wake} -> ${t.path}`),
+    ttftS: {
+      leased: percentiles(leased.map((t) => t.ttftS)),
+      recompute: percentiles(recompute.map((t) => t.ttftS)),
+      resident: percentiles(resident.map((t) => t.ttftS)),
+      firstTurns: percentiles(turns.filter((t) => t.kind === 'first').map((t) => t.ttftS)),
+    },
+    restoreS: percentiles(leased.map((t) => t.restoreS)),
+    saving: checked.length === 0 ? null : {
+      checkedHits: checked.length,
+      fullPrefillS: percentiles(checked.map((t) => t.check.fullPrefillS)),
+      savedPerHitS: percentiles(checked.map((t) => t.check.fullPrefillS - t.ttftS)),
+      meanSavedPerHitS: mean(checked.map((t) => t.check.fullPrefillS - t.ttftS)),
+      meanCachedTokens: mean(checked.map((t) => t.cachedTokens)),
+    },
+    sameOutput: checked.length === 0 ? null : {
+      checkedHits: checked.length,
+      bitExact: checked.filter((t) => t.check.bitExact).length,
+      sameTokens: checked.filter((t) => t.check.sameTokens).length,
+      maxAbsDiff: Math.max(...checked.map((t) => t.check.maxAbsDiff)),
+      maxLogitScale: Math.max(...checked.map((t) => t.check.logitScale)),
+    },
+    preparation: {
+      units: preps.length,
+      byResult: preps.reduce((acc, p) => ((acc[p.result] = (acc[p.result] ?? 0) + 1), acc), {}),
+      errors: [...new Set(preps.filter((p) => p.error !== null).map((p) => p.error))].slice(0, 5),
+      prepS: percentiles(prepared.map((p) => p.value.prepS)),
+      meanPrepS: mean(prepared.map((p) => p.value.prepS)),
+    },
+    bytes: {
+      diskWritten: sum(turns.map((t) => t.bytesWritten)),
+      diskToArena: sum(prepared.map((p) => p.value.sizeBytes)),
+      arenaToEngine: sum(leased.map((t) => t.bytesRead)),
+    },
+  };
+}

@@ -1,0 +1,51 @@
+// The replay's report as text: what a person reads after npm run e2e:transformers.
+const ms = (s) => (s === null || s === undefined ? '-' : `${(s * 1000).toFixed(s < 0.1 ? 1 : 0)} ms`);
+const pct = (p) => (p === null ? 'none' : `p50 ${ms(p.p50)}, p95 ${ms(p.p95)} (n=${p.n})`);
+const mib = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+const counts = (o) => Object.entries(o).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+
+/** The report's lines. */
+export function formatReport(r) {
+  const lines = [
+    `transformers engine replay: a CPU run of a randomly initialised Llama-architecture model (${r.engine.geometry}),`,
+    `  ${r.engine.identity.profile}, ${r.engine.threads} torch threads, ${r.engine.identity.runtime}; it measures the mechanism`,
+    `  and its costs on this host, not a GPU serving speedup.`,
+    `profile ${r.profile}, seed ${r.seed}, ${r.agents} agents, tool-call time x${r.timeScale} capped at ${r.maxWaitS} s, ${r.wallS.toFixed(1)} s wall`,
+    `engine LRU ${mib(r.engine.cacheBudgetBytes)}, arena budget ${mib(r.storage.budgetBytes)}, ${r.engine.kvBytesPerToken} bytes of KV per token`,
+    '',
+    `waits ${sum(r.admissions)} (${counts(r.admissions)}); wakes ${r.wakes}`,
+    `wake outcome: ${counts(r.byWake)}`,
+    `next turn's path: ${counts(r.byPath)}`,
+    `  by outcome: ${counts(r.byWakeAndPath)}`,
+    '',
+    'time to first token of the turn after a wake (engine side: restore + prefill):',
+    `  leased (pin, read, check, rebuild, prefill the new tokens): ${pct(r.ttftS.leased)}`,
+    `  recompute (prefill the whole prompt):                       ${pct(r.ttftS.recompute)}`,
+    `  resident in the engine's LRU:                               ${pct(r.ttftS.resident)}`,
+    `  first turns (from scratch, not after a wake):               ${pct(r.ttftS.firstTurns)}`,
+    `  restore alone on a lease: ${pct(r.restoreS)}`,
+  ];
+  if (r.saving !== null) {
+    lines.push(
+      `prefill saved per leased hit (the same prompt also recomputed in full, ${r.saving.checkedHits} hits): ${pct(r.saving.savedPerHitS)}, mean ${ms(r.saving.meanSavedPerHitS)}`,
+      `  full prefill of those prompts: ${pct(r.saving.fullPrefillS)}; mean ${Math.round(r.saving.meanCachedTokens)} tokens came from the lease`,
+    );
+  }
+  lines.push(
+    `preparation: ${r.preparation.units} units (${counts(r.preparation.byResult)}), disk tier -> arena ${pct(r.preparation.prepS)}, mean ${ms(r.preparation.meanPrepS)}`,
+  );
+  if (r.preparation.errors.length > 0) lines.push(`  failures: ${r.preparation.errors.join('; ')}`);
+  lines.push(
+    `storage tier: ${r.storage.prepared} prepared, ${r.storage.alreadyReady} already ready, ${r.storage.evicted} evicted, ${r.storage.evictRefusedPinned} evictions refused (pinned)`,
+    `bytes: engine -> disk tier ${mib(r.bytes.diskWritten)}, disk tier -> arena ${mib(r.bytes.diskToArena)}, arena -> engine ${mib(r.bytes.arenaToEngine)}`,
+  );
+  if (r.sameOutput !== null) {
+    const s = r.sameOutput;
+    lines.push(`same output: ${s.checkedHits} leased hits against a full recompute: ${s.bitExact} bit-exact logits, ${s.sameTokens} same greedy tokens, max |delta logit| ${s.maxAbsDiff.toExponential(2)} (logits up to ${s.maxLogitScale.toFixed(2)})`);
+  }
+  return lines.join('\n');
+}
+
+function sum(o) {
+  return Object.values(o).reduce((a, b) => a + b, 0);
+}
