@@ -826,13 +826,19 @@ export class JsTableHandle implements TableHandle {
     const want = this.want;
     const out32 = this.out32;
     const into = new Uint32Array(leases.buffer, leases.byteOffset, n * 16);
+    // LeaseTable's digests are 4-byte aligned: read them as words, not byte by byte.
+    const words = (digests.byteOffset & 3) === 0 ? new Uint32Array(digests.buffer, digests.byteOffset, n * 8) : null;
     let run = 0;
     for (; run < n; run++) {
-      for (let k = 0, b = run * 32; k < 8; k++, b += 4) {
-        want[k] = digests[b]! | (digests[b + 1]! << 8) | (digests[b + 2]! << 16) | (digests[b + 3]! << 24);
+      if (words !== null) {
+        for (let k = 0, w = run * 8; k < 8; k++) want[k] = words[w + k]!;
+      } else {
+        for (let k = 0, b = run * 32; k < 8; k++, b += 4) {
+          want[k] = digests[b]! | (digests[b + 1]! << 8) | (digests[b + 2]! << 16) | (digests[b + 3]! << 24);
+        }
       }
       if (this.tryPin(digests, device, want) !== STATUS.OK) break;
-      for (let k = 0, at = run * 16; k < 16; k++) into[at + k] = out32[k]!;
+      into.set(out32, run * 16);
     }
     return run;
   }
