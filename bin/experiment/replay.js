@@ -519,7 +519,11 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
   }
 
   // ---- run --------------------------------------------------------------------------------
-  const waits = trace.waits.map((w) => ({ ...w }));
+  // Every field a replay sets, present from the start: one object shape for every wait.
+  const waits = trace.waits.map((w) => ({
+    ...w, engine: 0, consumer: null, want: null, admission: null, ticket: undefined, holdId: undefined,
+    retention: null, outcome: undefined, hit: undefined, cause: undefined, path: undefined, latency: 0,
+  }));
   for (const event of trace.events) q.at(event.t, event.kind === 'wait' ? onWait : event.kind === 'wake' ? onWake : onCancel, waits[event.wait]);
   const samples = [];
   const lastT = trace.events.length > 0 ? trace.events[trace.events.length - 1].t : 0;
