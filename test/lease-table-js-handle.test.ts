@@ -426,6 +426,30 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(p.tryEvict(d)).toBe(STATUS.OK);
   });
 
+  it('another handle’s token names none of this handle’s records: releasing it here releases nothing', () => {
+    const d = sha('cross-handle');
+    const [slot] = put(p, d, 3);
+    const other = open(name, false, 0, jsTableBuffer(p)!);
+    try {
+      expect(c.tryPin(d, null)).toBe(STATUS.OK);
+      const mine = c.out[2]!;
+      expect(other.tryPin(d, null)).toBe(STATUS.OK);
+      const theirs = other.out[2]!;
+      // Record generations start at each handle's own seed, so the two tokens differ even where their record indexes are equal.
+      expect(theirs >> 32n).not.toBe(mine >> 32n);
+      unpinToken(c, slot, theirs);
+      expect(c.clientPins(slot)).toBe(1);
+      unpinToken(other, slot, mine);
+      expect(other.clientPins(slot)).toBe(1);
+      unpinToken(c, slot, mine);
+      unpinToken(other, slot, theirs);
+      expect(c.clientPins(slot) + other.clientPins(slot)).toBe(0);
+      expect(p.tryEvict(d)).toBe(STATUS.OK);
+    } finally {
+      other.close();
+    }
+  });
+
   it('an old token, after its record and its slot were reused, releases nothing', () => {
     const a = digestAt(40, 64, 1);
     const b = digestAt(40, 64, 2);

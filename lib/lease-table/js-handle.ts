@@ -314,6 +314,11 @@ export class JsTableHandle implements TableHandle {
   private leaseNext = new Uint32Array(0);
   private leaseLive = new Uint8Array(0);
   private leaseCap = 0;
+  /**
+   * table.c record_seed: every lease record's first generation, this handle's own, so that
+   * another handle's token almost never names a live record of this one (and releases its pin).
+   */
+  private readonly recordSeed = Math.floor(Math.random() * 0x1_0000_0000);
   private leaseFree = NO_RECORD;
 
   private client = -1;
@@ -617,7 +622,7 @@ export class JsTableHandle implements TableHandle {
     next.set(this.leaseNext);
     live.set(this.leaseLive);
     for (let i = old; i < cap; i++) {
-      gen[i] = 1;
+      gen[i] = this.recordSeed;
       next[i] = i + 1 < cap ? i + 1 : NO_RECORD;
     }
     this.leaseSlot = slot;

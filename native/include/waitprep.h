@@ -241,10 +241,11 @@ int wp_unlink(const char *name);
 
 int wp_try_pin(wp_table *t, const uint8_t digest[32], const wp_device_record *target /* NULL: host */, wp_lease *out);
 /* WP_OK: released. WP_STALE: nothing released, because the lease was released already (or is a
- * copy of one that was), or names no live record of this handle's. Tokens are per handle: a lease
- * of another handle is usually stale here, but may name one of this handle's own records (same
- * slot, index and record generation) and release that pin instead. Release a lease only through
- * the handle that pinned it; to move a pin to another client, hand it off (wp_try_pin_exact). */
+ * copy of one that was), or names no live record of this handle's. Tokens are per handle (a
+ * handle's record generations start at a value of its own), so a lease of another handle is
+ * stale here but for a 1-in-2^32 coincidence, which would release this handle's pin on that slot.
+ * Release a lease through the handle that pinned it; to move a pin to another client, hand it off
+ * (wp_try_pin_exact). */
 int wp_unpin(wp_table *t, const wp_lease *lease);
 
 /* Handoff. Another client (the orchestrator, say) holds a lease on (slot, generation) of

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "waitprep.h"
@@ -42,7 +43,7 @@ _Static_assert(PID_BITS == 22 && WP_MAX_CLIENTS == 64, "a reaper (flag, 15 seria
 /* One record per pin this handle holds: the lease token names it. */
 typedef struct {
   uint32_t slot;
-  uint32_t gen; /* bumped when the record is released, so its old token goes stale */
+  uint32_t gen; /* bumped when the record is released, so its old token goes stale; starts at the handle's record_seed */
   uint32_t next_free;
   uint32_t live;
 } lease_record;
@@ -68,7 +69,10 @@ struct wp_table {
   lease_record *leases;
   uint32_t lease_cap;
   uint32_t lease_free;    /* head of the free list, UINT32_MAX when empty */
+  uint32_t record_seed;   /* the first generation of every lease record: differs between handles */
 };
+
+static uint32_t record_seed(const wp_table *t);
 
 /* A per-handle spin lock, held for a bounded few instructions (a realloc of the lease records
  * at most). Uncontended it costs one atomic exchange and one plain store, which is why it is not
@@ -621,6 +625,7 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
   t->lease_free = UINT32_MAX;
   int rc = register_client(t, producer ? WP_CLIENT_PRODUCER : 0);
   if (rc == WP_ERR_NO_CLIENT_SLOT && wp_reap_dead_clients(t) > 0) rc = register_client(t, producer ? WP_CLIENT_PRODUCER : 0);
+  t->record_seed = record_seed(t);
   if (rc == WP_OK && producer) {
     rc = claim_producer(t);
     if (rc != WP_OK) unregister_client(t);
@@ -697,13 +702,27 @@ int wp_unlink(const char *name) {
 
 /* ---- consumer side ------------------------------------------------------------------- */
 
+/* Record generations start at a value of this handle's own, so that a token of another handle (or
+ * another table) almost never names a live record here: one that did would release this handle's
+ * pin on that slot. Mixed from the client word (pid and registration serial), the handle's
+ * address and the clock; it needs to differ, not to be secret. */
+static uint32_t record_seed(const wp_table *t) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t x = t->client_word ^ (uint64_t)(uintptr_t)t ^ ((uint64_t)now.tv_sec << 32) ^ (uint64_t)now.tv_nsec;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (uint32_t)x;
+}
+
 static inline __attribute__((always_inline)) int lease_acquire(wp_table *t, uint32_t slot, uint64_t *token) {
   if (t->lease_free == UINT32_MAX) {
     uint32_t cap = t->lease_cap ? t->lease_cap * 2 : 256;
     lease_record *grown = realloc(t->leases, (size_t)cap * sizeof *grown);
     if (grown == NULL) return WP_ERR_NO_MEMORY;
     for (uint32_t i = t->lease_cap; i < cap; i++) {
-      grown[i] = (lease_record){0, 1, i + 1 < cap ? i + 1 : UINT32_MAX, 0};
+      grown[i] = (lease_record){0, t->record_seed, i + 1 < cap ? i + 1 : UINT32_MAX, 0};
     }
     t->leases = grown;
     t->lease_free = t->lease_cap;

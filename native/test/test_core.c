@@ -419,6 +419,11 @@ static void test_handoff(void) {
   CHECK(taken.meta.location == held.meta.location && taken.meta.checksum == held.meta.checksum);
   CHECK(wp_client_pins(engine, held.slot) == 1 && wp_client_pins(orch, held.slot) == 1);
   CHECK(wp_slot_pin_mask(p, held.slot) == (orch_bit | engine_bit));
+  /* Each handle's tokens are its own: the orchestrator's lease, given to the engine's wp_unpin,
+   * names no record of the engine's (both hold their first record on the same slot), so the
+   * engine's pin stays. */
+  CHECK_RC(wp_unpin(engine, &held), WP_STALE);
+  CHECK(wp_client_pins(engine, held.slot) == 1);
   CHECK_RC(wp_unpin(orch, &held), WP_OK);
   CHECK_RC(wp_try_evict(p, d1), WP_PINNED); /* the engine's pin holds it alone now */
   /* A second exact pin by the holder goes through the held-bit path and counts. */
