@@ -48,7 +48,7 @@ const report = await runReplay({
   timeScale: number(values['time-scale']),
   maxWaitS: number(values['max-wait']),
   threads: number(values.threads),
-  log: values.json ? () => {} : (line) => console.error(line),
+  log: (line) => console.error(line),
 });
 report.versions = venv.versions;
 console.log(values.json ? JSON.stringify(report, null, 2) : formatReport(report));

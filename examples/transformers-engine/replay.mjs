@@ -223,7 +223,7 @@ export async function runReplay(options = {}) {
     let turnId = 0;
     let hitsSeen = 0;
 
-    const turn = async (agent, kind, spec, prefix, wake) => {
+    const turn = async (agent, kind, spec, prefix, wake, call = null) => {
       const layout = specTokenLayout(spec);
       const key = keyOf(spec);
       const request = {
@@ -246,7 +246,10 @@ export async function runReplay(options = {}) {
       const reply = await engine.request(request, (event) => {
         if (event.event === 'pinned' || event.event === 'handoff-miss') lease?.close();
       }).finally(() => lease?.close());
-      turns.push({ agent, kind, wake: wake === null ? null : wake.kind === 'hit' ? 'hit' : `miss:${wake.reason}`, waitedS: (performance.now() - sent) / 1000 - reply.ttftS - reply.decodeS, ...reply });
+      turns.push({
+        agent, kind, wake: wake === null ? null : wake.kind === 'hit' ? 'hit' : `miss:${wake.reason}`, tool: call?.tool ?? null, toolS: call?.waitedS ?? null,
+        waitedS: (performance.now() - sent) / 1000 - reply.ttftS - reply.decodeS, ...reply,
+      });
       log(`turn ${reply.id} ${agent} ${kind}: ${reply.tokens} tokens, ${reply.path}${reply.cause ? ` (${reply.cause})` : ''}, ttft ${(reply.ttftS * 1000).toFixed(0)} ms`);
       return { key, layout };
     };
@@ -261,7 +264,8 @@ export async function runReplay(options = {}) {
         admissions[admission.status] = (admissions[admission.status] ?? 0) + 1;
         const unit = ['queued', 'joined', 'in-flight'].includes(admission.status) ? settled(key.hex).promise : null;
         driver.poke();
-        await sleep(Math.min(call.seconds * timeScale, maxWaitS) * 1000);
+        const waitedS = Math.min(call.seconds * timeScale, maxWaitS);
+        await sleep(waitedS * 1000);
         if (options.settleBeforeWake && unit !== null) await unit;
         let wake;
         if (admission.ticket === undefined) wake = { kind: 'miss', reason: admission.status };
@@ -271,7 +275,7 @@ export async function runReplay(options = {}) {
         } else wake = coordinator.onWake(admission.ticket);
         const last = i === calls.length - 1;
         const nextSpec = last ? withResult(call.spec, agent, call.generation, profile.resultTokens) : calls[i + 1].spec;
-        ({ key, layout } = await turn(agent, last ? 'last' : 'next', nextSpec, { length: layout.length, keyHex: key.hex }, wake));
+        ({ key, layout } = await turn(agent, last ? 'last' : 'next', nextSpec, { length: layout.length, keyHex: key.hex }, wake, { tool: call.tool, waitedS }));
       }
     };
 
@@ -306,6 +310,11 @@ export function summarize(turns, preps) {
   const checked = leased.filter((t) => t.check !== undefined);
   const prepared = preps.filter((p) => p.result === 'succeeded' && p.value && !p.value.alreadyReady);
   return {
+    // One row a turn, in the order the engine answered, for a reader who wants more than percentiles.
+    turnLog: turns.map((t) => ({
+      agent: t.agent, kind: t.kind, tool: t.tool, toolS: t.toolS, wake: t.wake, path: t.path, cause: t.cause ?? null, tokens: t.tokens, cachedTokens: t.cachedTokens,
+      ttftS: t.ttftS, restoreS: t.restoreS, prefillS: t.prefillS, fullPrefillS: t.check?.fullPrefillS ?? null, queuedS: t.waitedS,
+    })),
     turns: turns.length,
     wakes: wakeTurns.length,
     byWake: by((t) => t.wake),

@@ -167,10 +167,11 @@ class Engine:
 #
 # A turn with a handoff token first pins that artifact for itself (exact pin) and says so with
 # {"event": "pinned", "id"} (or {"event": "handoff-miss", "id", "reason"}), so the orchestrator
-# can close its own lease; it holds its pin while it reads and checks the record and builds the
-# cache (which owns copies), then releases it, runs the turn and answers {"event": "turn", ...}. It never trusts the orchestrator's digests: it rebuilds both keys from
-# the tokens it was sent and refuses a request whose digests differ (identity), and it checks a
-# leased record's header against the prefix's key before it reads the KV.
+# can close its own lease. It holds its pin while it reads and checks the record and builds the
+# cache (which owns copies), then releases it, runs the turn and answers {"event": "turn", ...}.
+# It never trusts the orchestrator's digests: it rebuilds both keys from the tokens it was sent
+# and refuses a request whose digests differ, refuses a token naming any artifact but the
+# prefix's, and checks a leased record's header against the prefix's key before it reads the KV.
 
 
 def _tokens(b64: str) -> List[int]:
