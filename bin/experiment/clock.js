@@ -67,16 +67,21 @@ function before(a, b) {
 /**
  * Links with bandwidth that every transfer crossing them shares equally: a transfer's rate is
  * the least of its own cap and, on each of its links, the link's bandwidth divided by the
- * transfers on it. This is how preparation and the misses' foreground loads interfere. Rates
- * change only when a transfer starts or ends; then every transfer is advanced to now, re-rated,
- * and one timer is set for the earliest end (a handful of transfers are active at a time, so
- * this is cheaper than a timer per transfer re-set on every change).
+ * transfers on it. This is how preparation and the misses' foreground loads interfere.
+ *
+ * Transfers over the same links with the same cap always move at the same rate, so they form a
+ * group that keeps one counter, `served`: the bytes each of its transfers has moved since the
+ * group began. A transfer ends when `served` reaches the value it had at its start plus its size,
+ * so a group keeps its transfers in a heap by that target. A start or an end re-rates the groups
+ * (a handful: one per path) and sets one timer for the earliest target; thousands of concurrent
+ * transfers, as an overloaded tier has, cost a heap operation each, not a pass over all of them.
  */
 export class Network {
   #queue;
-  #active = [];
+  #groups = new Map();
   #last = 0;
   #version = 0;
+  #seq = 0;
   #onTimer = (version) => this.#timer(version);
 
   constructor(queue) {
@@ -94,8 +99,12 @@ export class Network {
    */
   transfer(bytes, links, cap, done) {
     this.#advance();
-    const t = { bytes, remaining: bytes, links, cap, rate: 0, done, active: true };
-    this.#active.push(t);
+    const id = `${links.map((l) => l.name).join('+')}|${cap}`;
+    let group = this.#groups.get(id);
+    if (group === undefined) this.#groups.set(id, (group = { links, cap, rate: 0, served: 0, size: 0, heap: new TargetHeap() }));
+    const t = { bytes, target: group.served + bytes, seq: this.#seq++, done, active: true, group };
+    group.heap.push(t);
+    group.size++;
     for (const link of links) link.count++;
     this.#reschedule();
     return {
@@ -104,7 +113,7 @@ export class Network {
         this.#advance();
         this.#remove(t);
         this.#reschedule();
-        return t.bytes - t.remaining;
+        return t.bytes - (t.target - group.served);
       },
     };
   }
@@ -114,27 +123,30 @@ export class Network {
     const dt = now - this.#last;
     this.#last = now;
     if (dt <= 0) return;
-    for (const t of this.#active) {
-      const moved = Math.min(t.remaining, t.rate * dt);
-      t.remaining -= moved;
-      for (const link of t.links) link.bytes += moved;
+    for (const group of this.#groups.values()) {
+      if (group.size === 0) continue;
+      const moved = group.rate * dt;
+      group.served += moved;
+      for (const link of group.links) link.bytes += moved * group.size;
     }
   }
 
+  /** Takes `t` off its links; its heap entry stays, marked inactive, until it reaches the top. */
   #remove(t) {
     t.active = false;
-    for (const link of t.links) link.count--;
-    const at = this.#active.indexOf(t);
-    this.#active.splice(at, 1);
+    t.group.size--;
+    for (const link of t.group.links) link.count--;
   }
 
   #reschedule() {
     let soonest = Infinity;
-    for (const t of this.#active) {
-      let rate = t.cap;
-      for (const link of t.links) rate = Math.min(rate, link.bytesPerSec / link.count);
-      t.rate = rate;
-      soonest = Math.min(soonest, t.remaining / rate);
+    for (const group of this.#groups.values()) {
+      if (group.size === 0) continue;
+      let rate = group.cap;
+      for (const link of group.links) rate = Math.min(rate, link.bytesPerSec / link.count);
+      group.rate = rate;
+      while (!group.heap.top().active) group.heap.pop();
+      soonest = Math.min(soonest, Math.max(0, group.heap.top().target - group.served) / rate);
     }
     const version = ++this.#version;
     if (soonest !== Infinity) this.#queue.at(this.#queue.now + soonest, this.#onTimer, version);
@@ -144,12 +156,67 @@ export class Network {
     if (version !== this.#version) return;
     this.#advance();
     // Within a byte of the end is the end: what rounding leaves of a transfer is not a transfer.
-    const finished = this.#active.filter((t) => t.remaining < 1);
-    for (const t of finished) {
-      t.remaining = 0;
-      this.#remove(t);
+    const finished = [];
+    for (const group of this.#groups.values()) {
+      while (group.size > 0) {
+        const top = group.heap.top();
+        if (!top.active) {
+          group.heap.pop();
+          continue;
+        }
+        if (top.target - group.served >= 1) break;
+        group.heap.pop();
+        this.#remove(top);
+        finished.push(top);
+      }
     }
     this.#reschedule();
     for (const t of finished) t.done();
   }
+}
+
+/** A binary min-heap of transfers by (target, seq). */
+class TargetHeap {
+  #items = [];
+
+  top() {
+    return this.#items[0];
+  }
+
+  push(item) {
+    const items = this.#items;
+    items.push(item);
+    let i = items.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!earlier(item, items[parent])) break;
+      items[i] = items[parent];
+      i = parent;
+    }
+    items[i] = item;
+  }
+
+  pop() {
+    const items = this.#items;
+    const top = items[0];
+    const last = items.pop();
+    if (items.length > 0) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= items.length) break;
+        const r = l + 1;
+        const c = r < items.length && earlier(items[r], items[l]) ? r : l;
+        if (!earlier(items[c], last)) break;
+        items[i] = items[c];
+        i = c;
+      }
+      items[i] = last;
+    }
+    return top;
+  }
+}
+
+function earlier(a, b) {
+  return a.target < b.target || (a.target === b.target && a.seq < b.seq);
 }

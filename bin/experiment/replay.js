@@ -385,15 +385,18 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
   const latencies = [];
   function originalPath(w, e, woke) {
     const bytes = moveBytes(w);
-    const loadEstimate = overhead + bytes / Math.min(perUnit, preset.sourceBytesPerSec, preset.h2dBytesPerSecPerEngine);
-    const recomputeEstimate = recomputeTokens(w) / preset.recomputeTokensPerSecPerEngine;
     if (bytes === 0) return done(w, woke);
-    if (loadEstimate <= recomputeEstimate) {
+    // The engine's estimates as things stand: a load gets its share of the links as they are
+    // now busy, a recompute waits behind the recomputes already queued on its engine.
+    const loadRate = Math.min(perUnit, source.bytesPerSec / (source.count + 1), h2d[e].bytesPerSec / (h2d[e].count + 1));
+    const loadEstimate = overhead + bytes / loadRate;
+    const recomputeSeconds = recomputeTokens(w) / preset.recomputeTokensPerSecPerEngine;
+    if (loadEstimate <= Math.max(0, gpuBusyUntil[e] - q.now) + recomputeSeconds) {
       w.path = 'load';
       q.after(overhead, () => net.transfer(bytes, [source, h2d[e]], perUnit, () => done(w, woke)));
     } else {
       w.path = 'recompute';
-      gpuBusyUntil[e] = Math.max(q.now, gpuBusyUntil[e]) + recomputeEstimate;
+      gpuBusyUntil[e] = Math.max(q.now, gpuBusyUntil[e]) + recomputeSeconds;
       q.at(gpuBusyUntil[e], () => done(w, woke));
     }
   }
