@@ -138,6 +138,18 @@ describe('experiment: determinism', () => {
     execFileSync('rm', ['-rf', dir]);
   });
 
+  it('--from reports a saved --json run as Markdown without running it again', () => {
+    const dir = execFileSync('mktemp', ['-d'], { encoding: 'utf8' }).trim();
+    const saved = join(dir, 'run.json');
+    const json = execFileSync(process.execPath, [bin, 'experiment', '--json', '--quiet', '--agents', '10', '--seconds', '200', '--seeds', '1,2', '--policies', 'none,fifo-1,oracle'], { encoding: 'utf8', timeout: 60_000 });
+    execFileSync('sh', ['-c', 'cat > "$1"', 'sh', saved], { input: json });
+    const markdown = execFileSync(process.execPath, [bin, 'experiment', '--from', saved, '--markdown'], { encoding: 'utf8' });
+    expect(markdown).toMatch(/^\| policy \| hit rate, 10 agents \(of oracle\) \| p50 \| p95 \| p99 \| wasted GB \| commonest miss causes \|$/m);
+    expect(markdown).toMatch(/^\| oracle \| [^|]*\(1\.00\) \|/m);
+    expect(markdown.match(/^\| (none|fifo-1|oracle) \|/gm)).toHaveLength(3);
+    execFileSync('rm', ['-rf', dir]);
+  });
+
   it('a bad option is a usage error (exit 2)', () => {
     for (const args of [['--agents', '0'], ['--preset', 'nope'], ['--policies', 'fifo-9'], ['--bogus']]) {
       const run = spawnSync(process.execPath, [bin, 'experiment', ...args], { encoding: 'utf8' });

@@ -1,12 +1,12 @@
 // `waitprep experiment` (also `npm run experiment`): the command line of the virtual-time replay
 // (docs/experiment.md). Parses the options, runs the experiment (run.js), prints a table or one
 // JSON object, and writes the HTML report when asked. Progress goes to stderr.
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { POLICIES } from './policies.js';
 import { PRESETS } from './presets.js';
-import { formatHtml, formatTables } from './report.js';
+import { formatHtml, formatMarkdown, formatTables } from './report.js';
 import { runExperiment } from './run.js';
 
 export const EXPERIMENT_USAGE = `usage: waitprep experiment [options]
@@ -27,6 +27,8 @@ virtual time through the real WaitCoordinator; prints a table per (preset, agent
                          ${POLICIES.map((p) => p.name).join(', ')}
   --sample-seconds S     memory sampling interval (default 10)
   --json                 print one JSON object on stdout instead of the table
+  --markdown             print Markdown tables instead (the form docs/experiment.md quotes)
+  --from FILE            report a saved --json output instead of running (with --markdown, --html)
   --html FILE            also write a self-contained HTML report (inline SVG, no server)
   --quiet                no progress on stderr`;
 
@@ -72,6 +74,7 @@ export function experimentOptions(args) {
         preset: { type: 'string' }, agents: { type: 'string' }, seconds: { type: 'string' }, seeds: { type: 'string' },
         trace: { type: 'string' }, 'mooncake-file': { type: 'string' }, 'shared-prefix-tokens': { type: 'string' },
         policies: { type: 'string' }, 'sample-seconds': { type: 'string' }, json: { type: 'boolean' }, html: { type: 'string' },
+        markdown: { type: 'boolean' }, from: { type: 'string' },
         quiet: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -101,6 +104,8 @@ export function experimentOptions(args) {
     }),
     sampleSeconds: values['sample-seconds'] === undefined ? 10 : positiveNumber(values['sample-seconds'], 'sample-seconds'),
     json: values.json === true,
+    markdown: values.markdown === true,
+    from: values.from ?? null,
     html: values.html ?? null,
     quiet: values.quiet === true,
   };
@@ -108,16 +113,17 @@ export function experimentOptions(args) {
 
 /** `waitprep experiment [options]`. */
 export function experiment(args) {
-  const { json, html, quiet, ...options } = experimentOptions(args);
+  const { json, markdown, from, html, quiet, ...options } = experimentOptions(args);
   const started = performance.now();
   const log = quiet ? () => {} : (line) => process.stderr.write(line);
-  const output = runExperiment(options, {
+  const output = from !== null ? JSON.parse(readFileSync(from, 'utf8')) : runExperiment(options, {
     onReplay: ({ preset, agents, seed, policy, result, done, total }) => {
       const wall = ((performance.now() - started) / 1000).toFixed(1);
       log(`\r[${done}/${total} ${wall} s] ${preset} ${agents} agents seed ${seed} ${policy}: hit ${(100 * result.hitRate).toFixed(1)}%`.padEnd(100) + (done === total ? '\n' : ''));
     },
   });
   if (json) process.stdout.write(JSON.stringify(output) + '\n');
+  else if (markdown) process.stdout.write(formatMarkdown(output) + '\n');
   else process.stdout.write(formatTables(output) + '\n');
   if (html !== null) {
     writeFileSync(html, formatHtml(output));

@@ -121,3 +121,33 @@ export function formatHtml(output) {
   }
   return `<!doctype html><html><head><meta charset="utf-8"><title>waitprep experiment</title></head><body style="font-family:sans-serif;max-width:900px">${body.join('\n')}</body></html>\n`;
 }
+
+/**
+ * Markdown tables, one per preset (docs/experiment.md quotes them): per agent count the hit rate,
+ * mean (min-max) over the seeds, with hits as a fraction of the oracle's; then, at the largest
+ * agent count, latency percentiles, wasted bytes and the two commonest miss causes.
+ */
+export function formatMarkdown(output) {
+  const lines = [];
+  for (const preset of output.options.presets) {
+    const runs = output.runs.filter((r) => r.preset === preset);
+    const last = runs[runs.length - 1];
+    lines.push('');
+    lines.push(`**${preset}**, ${last.trace.source} trace, seeds ${output.options.seeds.join(', ')}; latency and misses at ${last.agents} agents (${last.trace.waits} waits):`);
+    lines.push('');
+    lines.push(`| policy | ${runs.map((r) => `hit rate, ${r.agents} agents (of oracle)`).join(' | ')} | p50 | p95 | p99 | wasted GB | commonest miss causes |`);
+    lines.push(`|---|${runs.map(() => '---|').join('')}---|---|---|---|---|`);
+    last.policies.forEach((p, i) => {
+      const cells = runs.map((r) => {
+        const s = r.policies[i].summary;
+        return `${range(s.hitRate, pct)}${s.hitsOfOracle === null ? '' : ` (${s.hitsOfOracle.mean.toFixed(2)})`}`;
+      });
+      const s = p.summary;
+      const misses = CAUSES.map((c) => [c, p.seeds.reduce((n, r) => n + r.misses[c], 0)]).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
+      const total = misses.reduce((n, [, k]) => n + k, 0);
+      const causes = misses.slice(0, 2).map(([c, n]) => `${c} ${pct(n / total)}`).join(', ') || '-';
+      lines.push(`| ${p.name} | ${cells.join(' | ')} | ${ms(s.latencyP50.mean)} | ${ms(s.latencyP95.mean)} | ${ms(s.latencyP99.mean)} | ${gb(s.wastedBytes.mean)} | ${causes} |`);
+    });
+  }
+  return lines.join('\n');
+}
