@@ -1,5 +1,5 @@
-// What the benchmarks share: the key of bench item `i`, and the machine description every
-// figure is recorded with.
+// What the benchmarks share: the key of bench item `i`, their command line, and the machine
+// description every figure is recorded with.
 import { cpus } from 'node:os';
 import { artifactKey } from 'waitprep';
 
@@ -22,6 +22,16 @@ export function benchKey(i) {
     codecConfig: 'none',
     representationVersion: 1,
   });
+}
+
+/** `flag(name)`: whether `--name` was given; `option(name, fallback)`: the word after `--name`. */
+export function commandLine(args = process.argv.slice(2)) {
+  const flag = (name) => args.includes(`--${name}`);
+  const option = (name, fallback) => {
+    const at = args.indexOf(`--${name}`);
+    return at >= 0 && at + 1 < args.length ? args[at + 1] : fallback;
+  };
+  return { flag, option };
 }
 
 /** Date, CPU, cores and Node version, plus whatever the benchmark adds. */

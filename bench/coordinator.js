@@ -19,14 +19,9 @@ import { execFileSync } from 'node:child_process';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { WaitCoordinator, implementation } from 'waitprep';
-import { benchEnv, benchKey } from './common.js';
+import { benchEnv, benchKey, commandLine } from './common.js';
 
-const args = process.argv.slice(2);
-const flag = (name) => args.includes(`--${name}`);
-const option = (name, fallback) => {
-  const at = args.indexOf(`--${name}`);
-  return at >= 0 && at + 1 < args.length ? args[at + 1] : fallback;
-};
+const { flag, option } = commandLine();
 
 const RING_SPARE = 1024;
 const HISTORY_LIMIT = 1000;

@@ -6,6 +6,7 @@ import { implementation, implementationReason } from 'waitprep';
 import { EXCHANGE } from 'waitprep/layout';
 import { nativeAddon } from 'waitprep/testing';
 import { benchKey } from '../common.js';
+import { coldNotApplicable } from './cases.js';
 import { createTable, packageVersion, removeLeftTable } from './lease-table.js';
 
 export function describe() {
@@ -14,7 +15,8 @@ export function describe() {
 }
 
 export function notApplicable(kase) {
-  return kase === 'device-hit' ? 'wp_pin_loop pins for host readiness only (it takes no device target)' : null;
+  if (kase === 'device-hit') return 'wp_pin_loop pins for host readiness only (it takes no device target)';
+  return coldNotApplicable(kase, 'wp_pin_loop pins one digest; the C cold-slot figure is `test_core coldbench` (native/test/test_core.c)');
 }
 
 export const create = (ctx, published) => createTable(ctx, published, 'native');

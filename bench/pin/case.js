@@ -16,7 +16,7 @@ export async function runCase(impl, kase, o) {
   const contenders = kase.startsWith('contended-') ? Number(kase.slice('contended-'.length)) : 0;
   const sizes = sizesOf(impl, o.quick);
   const store = STORES[impl];
-  const fx = fixture(kase);
+  const fx = fixture(kase, o.quick);
   const ctx = { impl, kase, ...fx, sizes, table: o.table, dir: o.dir, port: o.port };
   const built = await store.create(ctx, fx.published.map((i) => benchKey(i)));
   let row;
@@ -31,7 +31,7 @@ export async function runCase(impl, kase, o) {
       } finally {
         consumer.close();
       }
-      row = { implementation: impl, case: kase, ...summarize(m.samples, sizes.batch), ops: m.ops, batch: sizes.batch };
+      row = { implementation: impl, case: kase, ...summarize(m.samples, sizes.batch), ops: m.ops, batch: sizes.batch, ...(ctx.fill ? { fill: ctx.fill } : {}) };
     } else {
       const threads = store.pinners === 'worker_threads';
       const each = threads ? await contendThreads(ctx, contenders) : await contendProcesses(ctx, contenders);

@@ -10,7 +10,18 @@ import { benchKey } from '../common.js';
 /** The entry every fresh process runs: a case process, a contender process, a worker thread. */
 export const ENTRY = fileURLToPath(new URL('../pin.js', import.meta.url));
 
-export const CASES = ['hit', 'miss', 'device-hit', 'contended-2', 'contended-4', 'table-full'];
+export const CASES = ['hit', 'miss', 'device-hit', 'contended-2', 'contended-4', 'table-full', 'cold-slot-25', 'cold-slot-50'];
+
+/** The cold-slot cases' table: 2^20 slots (2^16 with --quick, which fits in a cache and so is not cold). */
+const COLD_CAPACITY = { full: 1 << 20, quick: 1 << 16 };
+
+/**
+ * Why a store skips a cold-slot case (null for other cases): those measure the lease table's
+ * slots through its API, the `native` and `js` stores; the peers would measure their own index.
+ */
+export function coldNotApplicable(kase, why = 'cold-slot measures the lease table through its API (native, js) against test_core coldbench') {
+  return kase.startsWith('cold-slot-') ? why : null;
+}
 
 export const CAPACITY = 1024;
 const HIT_INDEX = 0;
@@ -55,8 +66,15 @@ function windowKeyIndexes() {
  * What a case pins and what it must see. `published` are the key indexes the
  * store holds READY; `pinIndex` is the key every op looks up; `expect` is the
  * outcome every op must have ('lease', or a miss because the key is absent).
+ * A cold-slot case publishes nothing here: `cold` says how large a table to
+ * fill to which load, and every op pins the next of the published keys
+ * (lease-table.js).
  */
-export function fixture(kase) {
+export function fixture(kase, quick) {
+  if (kase.startsWith('cold-slot-')) {
+    const cold = { capacity: COLD_CAPACITY[quick ? 'quick' : 'full'], load: Number(kase.slice('cold-slot-'.length)) / 100 };
+    return { published: [], pinIndex: -1, expect: 'lease', device: false, cold };
+  }
   if (kase === 'miss') return { published: [HIT_INDEX], pinIndex: ABSENT_INDEX, expect: 'absent', device: false };
   if (kase === 'table-full') {
     const indexes = windowKeyIndexes();

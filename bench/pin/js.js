@@ -10,4 +10,4 @@ export function describe() {
 }
 
 export const create = (ctx, published) => createTable(ctx, published, 'js');
-export const openConsumer = (ctx) => openTableConsumer(ctx);
+export const openConsumer = (ctx, local) => openTableConsumer(ctx, local);

@@ -11,22 +11,25 @@ import { CAPACITY, META, TARGET, homeSlot } from './cases.js';
 export const packageVersion = createRequire(import.meta.url)('waitprep/package.json').version;
 
 /**
- * Opens the producer (`implementation` 'native' or 'js') on `ctx.table` and publishes `published`;
+ * Opens the producer (`implementation` 'native' or 'js') on `ctx.table` and publishes `given`;
  * fills in what a consumer needs to open it (`ctx.tableImpl`, the js `ctx.buffer`, and `ctx.slot`,
- * the slot a hit pins, or -1).
+ * the slot a hit pins, or -1). A cold-slot case (`ctx.cold`) fills its own large table instead
+ * (fillCold), and its keys are the store's `local`, for the consumer in the same process.
  */
-export function createTable(ctx, published, implementation) {
-  const producer = openLeaseTable({ name: ctx.table, role: 'producer', create: { capacity: CAPACITY }, implementation });
+export function createTable(ctx, given, implementation) {
+  const producer = openLeaseTable({ name: ctx.table, role: 'producer', create: { capacity: ctx.cold?.capacity ?? CAPACITY }, implementation });
+  let published = given;
   try {
+    if (ctx.cold) published = fillCold(producer, ctx);
     const slots = [];
-    for (const key of published) {
+    for (const key of given) {
       const reservation = producer.reserve(key);
       producer.publish(reservation, META);
       slots.push(reservation.slot);
       if (ctx.device && producer.recordDeviceWrite(key, { ...TARGET, writeSeq: 1 }) !== 'recorded') throw new Error('recordDeviceWrite did not record');
     }
     if (ctx.kase === 'table-full') checkFullWindow(producer, slots, benchKey(ctx.pinIndex));
-    ctx.slot = ctx.expect === 'lease' ? slots[0] : -1;
+    ctx.slot = ctx.expect === 'lease' && slots.length > 0 ? slots[0] : -1;
     ctx.tableImpl = implementation;
     if (implementation === 'js') ctx.buffer = producer.sharedBuffer;
   } catch (error) {
@@ -35,7 +38,7 @@ export function createTable(ctx, published, implementation) {
     throw error;
   }
   return {
-    local: null,
+    local: ctx.cold ? published : null,
     verify() {
       // Every pin was matched by an unpin: no client holds a pin bit, and each key evicts.
       const pinned = producer.inspect().slots.filter((s) => s.pinHolders.length > 0);
@@ -47,6 +50,32 @@ export function createTable(ctx, published, implementation) {
       if (implementation === 'native') unlinkLeaseTable(ctx.table);
     },
   };
+}
+
+/**
+ * Publishes distinct bench keys until `ctx.cold.load` of the table is READY. A key whose 8-slot
+ * window is full already is skipped and counted (`ctx.fill.windowFull`): a fill from empty, not
+ * the steady churn of a serving table. Returns the published keys.
+ */
+function fillCold(producer, ctx) {
+  const target = Math.round(ctx.cold.capacity * ctx.cold.load);
+  const keys = [];
+  let attempts = 0;
+  for (let i = 0; keys.length < target; i++) {
+    const key = benchKey(i);
+    attempts++;
+    let reservation;
+    try {
+      reservation = producer.reserve(key);
+    } catch (error) {
+      if (error.code === 'ERR_TABLE_FULL') continue;
+      throw error;
+    }
+    producer.publish(reservation, META);
+    keys.push(key);
+  }
+  ctx.fill = { capacity: ctx.cold.capacity, ready: keys.length, attempts, windowFull: attempts - keys.length };
+  return keys;
 }
 
 /** The table-full case must really be the worst case: 8 slots of one window taken, the looked-up key's home is its start. */
@@ -63,15 +92,31 @@ function checkFullWindow(producer, slots, absentKey) {
   throw new Error('table-full: the probe window still had room');
 }
 
-/** A pinner through the LeaseTable API (`table.tryPin` + `lease.close()`): the native and js stores. */
-export function openTableConsumer(ctx) {
-  const key = benchKey(ctx.pinIndex);
+/**
+ * A pinner through the LeaseTable API (`table.tryPin` + `lease.close()`): the native and js stores.
+ * `local`: a cold-slot case's published keys, pinned one after another.
+ */
+export function openTableConsumer(ctx, local) {
+  const key = ctx.cold ? null : benchKey(ctx.pinIndex);
   const B = ctx.sizes.batch;
   const expectLease = ctx.expect === 'lease';
   const table = openLeaseTable({ name: ctx.table, role: 'consumer', implementation: ctx.tableImpl, ...(ctx.buffer ? { buffer: ctx.buffer } : {}) });
   const want = { readiness: 'device', target: TARGET };
   let one;
-  if (!expectLease) {
+  if (ctx.cold) {
+    // In the order the keys were built: their objects lie in that order in the heap, as the C
+    // bench's digests lie in one array, so the keys stream and the slots (placed by digest) are
+    // the random, cold part.
+    const keys = local;
+    let at = 0;
+    one = () => {
+      const r = table.tryPin(keys[at]);
+      at = at + 1 === keys.length ? 0 : at + 1;
+      if (r.kind !== 'lease') return 0;
+      r.close();
+      return 1;
+    };
+  } else if (!expectLease) {
     one = () => {
       const r = table.tryPin(key);
       return r.kind === 'miss' && r.reason === 'absent' ? 1 : 0;

@@ -2,7 +2,7 @@
 // the least a pin can cost in JavaScript. A Map lives in one thread, so it has no contended cases,
 // and the consumer gets the Map itself from the store (`local`) instead of opening it.
 import { benchKey } from '../common.js';
-import { META, TARGET } from './cases.js';
+import { META, TARGET, coldNotApplicable } from './cases.js';
 
 const READY = 2;
 
@@ -11,7 +11,8 @@ export function describe() {
 }
 
 export function notApplicable(kase) {
-  return kase.startsWith('contended-') ? 'a Map lives in one thread: no other process or thread can pin through it' : null;
+  if (kase.startsWith('contended-')) return 'a Map lives in one thread: no other process or thread can pin through it';
+  return coldNotApplicable(kase);
 }
 
 class MapLease {

@@ -10,5 +10,5 @@ export function describe() {
 }
 
 export const create = (ctx, published) => createTable(ctx, published, 'native');
-export const openConsumer = (ctx) => openTableConsumer(ctx);
+export const openConsumer = (ctx, local) => openTableConsumer(ctx, local);
 export const cleanUp = removeLeftTable;

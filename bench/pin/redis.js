@@ -3,7 +3,7 @@
 // from bench/peers/ (peers.js) and is required only when the store runs, so the bench loads
 // without it.
 import { benchKey } from '../common.js';
-import { DEVICE_UUID_HEX, META, TARGET } from './cases.js';
+import { DEVICE_UUID_HEX, META, TARGET, coldNotApplicable } from './cases.js';
 import { requirePeer } from './peers.js';
 import { redisServerVersion, startRedis } from './redis-server.js';
 
@@ -23,6 +23,8 @@ if n < 0 then
   return -1
 end
 return n`;
+
+export const notApplicable = (kase) => coldNotApplicable(kase);
 
 export function describe() {
   const redisServer = redisServerVersion();

@@ -5,8 +5,10 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { benchKey } from '../common.js';
-import { DEVICE_UUID_HEX, META, TARGET } from './cases.js';
+import { DEVICE_UUID_HEX, META, TARGET, coldNotApplicable } from './cases.js';
 import { requirePeer } from './peers.js';
+
+export const notApplicable = (kase) => coldNotApplicable(kase);
 
 export function describe() {
   try {

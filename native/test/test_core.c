@@ -11,6 +11,9 @@
  *                       handle and a WP_OPEN_SINGLE_THREAD one [iterations, default 10^7]
  *   test_core prefixbench  a benchmark: a 128-chunk prefix through wp_try_pin_prefix against 128
  *                       single pins [iterations per round, default 10^5]
+ *   test_core coldbench  a benchmark: pins of random READY keys in a large table at 25%, 50% and
+ *                       75% load, and a dependent random load over 1 GiB beside it
+ *                       [capacity, default 2^20; pins per round, default 10^6; MiB chased, 1024]
  *   test_core reap      a forked child pins, is SIGKILLed, and is reaped
  *   test_core reaper    a reaper is SIGKILLed mid-reap; the next reap finishes its work
  */
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -684,6 +688,133 @@ static void bench_prefix(unsigned long long iterations) {
   wp_close(c);
   wp_close(p);
   wp_unlink(name);
+}
+
+/* ---- coldbench: a pin of a cold slot, against the same run's DRAM latency (a benchmark) ---- */
+
+static uint64_t bench_rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t bench_next(void) { /* xorshift64*: cheap, fixed seed, so runs shuffle alike */
+  bench_rng ^= bench_rng >> 12;
+  bench_rng ^= bench_rng << 25;
+  bench_rng ^= bench_rng >> 27;
+  return bench_rng * 2685821657736338717ull;
+}
+
+/* ns per load of a pointer chase over `bytes` (one pointer per 64-byte line, the lines in one
+ * random cycle, so every load depends on the last and no prefetcher can guess the next line).
+ * `huge`: ask for 2 MiB pages with MADV_HUGEPAGE (what the default heap, without it, does not get
+ * here under transparent_hugepage=madvise); -1 when the memory cannot be had. */
+static double chase_ns(size_t bytes, int huge, unsigned long long loads) {
+  const size_t line = 64 / sizeof(size_t), lines = bytes / 64;
+  size_t *a = NULL;
+  if (posix_memalign((void **)&a, 2u << 20, bytes) != 0) return -1;
+#ifdef MADV_HUGEPAGE
+  if (huge) madvise(a, bytes, MADV_HUGEPAGE);
+#else
+  (void)huge;
+#endif
+  uint32_t *order = malloc(lines * sizeof *order);
+  if (order == NULL) {
+    free(a);
+    return -1;
+  }
+  for (size_t i = 0; i < lines; i++) order[i] = (uint32_t)i;
+  for (size_t i = lines - 1; i > 0; i--) { /* Sattolo: one cycle through every line */
+    size_t j = (size_t)(bench_next() % i);
+    uint32_t t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (size_t i = 0; i < lines; i++) a[(size_t)order[i] * line] = (size_t)order[(i + 1) % lines] * line;
+  free(order);
+  size_t at = 0;
+  for (unsigned long long k = 0; k < loads / 4; k++) at = a[at]; /* warm the page tables a little */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  for (unsigned long long k = 0; k < loads; k++) at = a[at];
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+  volatile size_t sink = at;
+  (void)sink;
+  free(a);
+  return elapsed_ns(&t0, &t1) / (double)loads;
+}
+
+/* A table of `capacity` slots is filled to 25%, 50% and 75% of it with READY keys (counting the
+ * reserves that found their 8-slot window full, a fill from empty, not a steady churn), then one
+ * thread pins and unpins the published keys in a shuffled order through a WP_OPEN_SINGLE_THREAD
+ * handle (as the addon opens it): the digests are read in sequence, the slots at random, so the
+ * figure is the protocol on a cold slot. Beside it, the pointer chase over 1 GiB on this
+ * machine's default pages and on 2 MiB pages (`chase_mib`, 1 GiB unless CI asks for less).
+ * Thread CPU time, median of 5 rounds. bench:pin's
+ * cold-slot rows are read against this; docs/benchmarks.md records the figures. */
+static void bench_cold(uint32_t capacity, unsigned long long pins, size_t chase_mib) {
+  enum { ROUNDS = 5 };
+  static const int loads[] = {25, 50, 75};
+  printf("coldbench: capacity %u, %llu pins x %d rounds per load, thread CPU time, median\n", capacity, pins, ROUNDS);
+  for (size_t l = 0; l < sizeof loads / sizeof loads[0]; l++) {
+    char name[96];
+    table_name(name, sizeof name, "coldbench");
+    wp_table *p = NULL, *c = NULL;
+    wp_open_options single_thread = {0, 0, WP_OPEN_SINGLE_THREAD, 0};
+    CHECK_RC(wp_open(name, 1, capacity, &p), WP_OK);
+    CHECK_RC(wp_open_ex(name, 0, &single_thread, &c), WP_OK);
+    if (p == NULL || c == NULL) return;
+    uint32_t want = (uint32_t)((uint64_t)capacity * (uint64_t)loads[l] / 100), published = 0;
+    unsigned long long attempts = 0, full = 0;
+    uint8_t (*digests)[32] = malloc((size_t)want * 32);
+    if (digests == NULL) return;
+    for (uint32_t n = 1; published < want; n++) {
+      wp_reservation r;
+      digest_for(n, digests[published]);
+      attempts++;
+      int rc = wp_reserve(p, digests[published], &r);
+      if (rc == WP_FULL) {
+        full++;
+        continue;
+      }
+      CHECK_RC(rc, WP_OK);
+      wp_meta meta = {4096, n, 0xabcdu + n, 1, 1};
+      CHECK_RC(wp_publish(p, &r, &meta), WP_OK);
+      published++;
+    }
+    for (uint32_t i = published - 1; i > 0; i--) {
+      uint32_t j = (uint32_t)(bench_next() % i);
+      uint8_t t[32];
+      memcpy(t, digests[i], 32);
+      memcpy(digests[i], digests[j], 32);
+      memcpy(digests[j], t, 32);
+    }
+    double round_ns[ROUNDS];
+    uint32_t at = 0;
+    for (int r = -1; r < ROUNDS; r++) { /* round -1 warms the handle's own records */
+      struct timespec t0, t1;
+      unsigned long long hits = 0;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+      for (unsigned long long k = 0; k < pins; k++) {
+        wp_lease lease;
+        if (wp_try_pin(c, digests[at], NULL, &lease) == WP_OK) {
+          hits++;
+          wp_unpin(c, &lease);
+        }
+        at = at + 1 == published ? 0 : at + 1;
+      }
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+      CHECK(hits == pins);
+      if (r >= 0) round_ns[r] = elapsed_ns(&t0, &t1) / (double)pins;
+    }
+    qsort(round_ns, ROUNDS, sizeof round_ns[0], compare_doubles);
+    printf("coldbench: load %d%%: %u keys READY, %llu of %llu reserves found the window full (%.3f%%), "
+           "cold pin + unpin %.1f ns\n",
+           loads[l], published, full, attempts, 100.0 * (double)full / (double)attempts, round_ns[ROUNDS / 2]);
+    free(digests);
+    wp_close(c);
+    wp_close(p);
+    wp_unlink(name);
+  }
+  unsigned long long chase = pins < 1000000 ? pins : 1000000;
+  double small_pages = chase_ns(chase_mib << 20, 0, chase), huge_pages = chase_ns(chase_mib << 20, 1, chase);
+  printf("coldbench: dependent random load over %zu MiB: %.1f ns (default pages), %.1f ns (MADV_HUGEPAGE)\n", chase_mib, small_pages, huge_pages);
 }
 
 /* ---- reap: a SIGKILLed client's pins are released, a live one's are not --------------- */
@@ -1366,6 +1497,10 @@ int main(int argc, char **argv) {
   if (!strcmp(which, "shared") || !strcmp(which, "all")) test_shared_handles(argc > 2 ? strtoull(argv[2], NULL, 10) : 2000);
   if (!strcmp(which, "pinbench")) bench_pin(argc > 2 ? strtoull(argv[2], NULL, 10) : 10000000);
   if (!strcmp(which, "prefixbench")) bench_prefix(argc > 2 ? strtoull(argv[2], NULL, 10) : 100000);
+  if (!strcmp(which, "coldbench")) {
+    bench_cold(argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1u << 20, argc > 3 ? strtoull(argv[3], NULL, 10) : 1000000,
+               argc > 4 ? (size_t)strtoull(argv[4], NULL, 10) : 1024);
+  }
   if (!strcmp(which, "reap") || !strcmp(which, "all")) test_reap();
   if (!strcmp(which, "reaper") || !strcmp(which, "all")) {
     test_reaper();
