@@ -21,7 +21,7 @@
 //   hit, miss (absent key), device-hit (a device record matches the target),
 //   contended-2 / contended-4 (2 or 4 pinners on the same slot: processes, or
 //   worker_threads for js; each reports its own distribution), table-full (the
-//   key's 8-slot probe window is full of other keys; the key itself is absent),
+//   key's two 8-slot buckets are full of other keys; the key itself is absent),
 //   cold-slot-25 / cold-slot-50 (native and js only: a 2^20-slot table, 2^16 with --quick,
 //   filled to 25% or 50% with READY keys, each op pinning the next of them, so every op meets a
 //   slot no recent op touched; the C figure beside it is `test_core coldbench`).

@@ -4,12 +4,15 @@
 // slot. A reserve answered ERR_TABLE_FULL (every slot the key may use is taken) is a failure; the
 // rate is failures / reserves. Keys are bench keys of fresh indexes, so their digests are random.
 // Native and the JavaScript fallback run the same sequence and must fail identically (the same
-// placement); a difference is an error, not a figure. Run after `npm run build`.
+// placement); a difference is an error, not a figure. Also printed: the share of the residents at
+// the end that sit in their first bucket (a hit there probes one bucket; docs/lease-table.md,
+// "Placement"). Run after `npm run build`.
 //
 //   node bench/placement.js                            table
 //   node bench/placement.js --json                     one JSON object on stdout, nothing else
 //   ... --capacity 4096 --rounds 100000 --loads 0.5,0.75
 import { implementation, openLeaseTable, unlinkLeaseTable } from 'waitprep';
+import * as testing from 'waitprep/testing';
 import { benchEnv, benchKey } from './common.js';
 
 const args = process.argv.slice(2);
@@ -50,8 +53,9 @@ function placeOne(table, next) {
   for (let failed = 0; ; failed++) {
     const key = keyOf(next.index++);
     try {
-      table.publish(table.reserve(key), META);
-      return { key, failed };
+      const reservation = table.reserve(key);
+      table.publish(reservation, META);
+      return { key, slot: reservation.slot, failed };
     } catch (error) {
       if (error.code !== 'ERR_TABLE_FULL') throw error;
     }
@@ -66,17 +70,19 @@ function measure(impl, load) {
     const next = { index: 0 };
     const residents = [];
     const target = Math.round(load * capacity);
-    while (residents.length < target) residents.push(placeOne(table, next).key);
+    while (residents.length < target) residents.push(placeOne(table, next));
     let failures = 0;
     for (let r = 0; r < rounds; r++) {
       const at = Math.floor(random() * residents.length);
-      if (table.tryEvict(residents[at]) !== 'evicted') throw new Error('bench: a resident did not evict');
+      if (table.tryEvict(residents[at].key) !== 'evicted') throw new Error('bench: a resident did not evict');
       const placed = placeOne(table, next);
       failures += placed.failed;
-      residents[at] = placed.key;
+      residents[at] = placed;
     }
     const reserves = rounds + failures;
-    return { implementation: impl, capacity, load, rounds, reserves, failures, failure_rate: failures / reserves };
+    // Before ABI 4 (one window per key) waitprep/testing has no keyBucketsFor: the share is not asked.
+    const first = testing.keyBucketsFor === undefined ? null : residents.filter((r) => testing.keyBucketsFor(r.key.digest, capacity)[0].includes(r.slot)).length / residents.length;
+    return { implementation: impl, capacity, load, rounds, reserves, failures, failure_rate: failures / reserves, first_bucket_share: first };
   } finally {
     table.close();
     if (impl === 'native') unlinkLeaseTable(name);
@@ -97,6 +103,7 @@ if (json) {
 } else {
   console.log(`publish failures at steady load: ${capacity} slots, ${rounds} rounds of evict + reserve (${implementation} addon)`);
   for (const r of results) {
-    console.log(`  ${r.implementation.padEnd(6)} load ${String(r.load).padEnd(5)} ${r.failures} of ${r.reserves} reserves failed: ${(100 * r.failure_rate).toFixed(4)}%`);
+    const first = r.first_bucket_share === null ? '' : `; ${(100 * r.first_bucket_share).toFixed(1)}% of residents in their first bucket`;
+    console.log(`  ${r.implementation.padEnd(6)} load ${String(r.load).padEnd(5)} ${r.failures} of ${r.reserves} reserves failed: ${(100 * r.failure_rate).toFixed(4)}%${first}`);
   }
 }

@@ -5,9 +5,9 @@
  * - `InMemoryBackend`: a backend for coordinator tests (also exported from `waitprep`).
  * - `nativeAddon`: the loaded addon itself, or `null`, for benchmarks that time its parts (the
  *   C pin loop, the exchange buffer) without the TypeScript wrapper.
- * - `homeSlotFor`: the JS fallback's home-slot function, so a benchmark can build a full probe
- *   window on purpose.
+ * - `keyBucketsFor`: the slots a key may occupy (its two buckets), so a benchmark can fill them
+ *   on purpose.
  */
 export { InMemoryBackend } from './memory-backend.js';
 export { nativeAddon, type NativeAddon } from './native.js';
-export { homeSlotFor } from './lease-table/js-handle.js';
+export { keyBucketsFor } from './lease-table/js-handle.js';

@@ -149,19 +149,29 @@ function pair(h: Harness, capacity = 64): { producer: LeaseTable; consumer: Leas
   return { producer, consumer: h.join(producer, 'consumer') };
 }
 
-/** The key's home slot as the C ABI defines it: (first little-endian u32 of the digest * capacity) >> 32. */
-function homeSlot(key: ReturnType<typeof makeKey>, capacity: number): number {
-  const h = Buffer.from(key.digest).readUInt32LE(0);
-  return Number((BigInt(h) * BigInt(capacity)) >> 32n);
+/**
+ * The key's two buckets as the C ABI defines them (docs/lease-table.md, "Placement"): the slots cut
+ * into buckets of 8, the first half (rounded up) for the first choice, (digest word 0 × half) >> 32,
+ * the rest for the second, (word 1 × rest) >> 32 after them. Computed here from that rule, not
+ * taken from either implementation.
+ */
+function bucketsOf(key: ReturnType<typeof makeKey>, capacity: number): [number, number] {
+  const digest = Buffer.from(key.digest);
+  const buckets = Math.ceil(capacity / 8);
+  const left = Math.ceil(buckets / 2);
+  const first = Number((BigInt(digest.readUInt32LE(0)) * BigInt(left)) >> 32n);
+  if (buckets === left) return [first, first];
+  return [first, left + Number((BigInt(digest.readUInt32LE(4)) * BigInt(buckets - left)) >> 32n)];
 }
 
-/** `count` keys (from makeKey(start), makeKey(start+1), …) whose home slot is `home`. */
-function keysWithHome(home: number, capacity: number, count: number, start = 1): Array<ReturnType<typeof makeKey>> {
+/** `count` keys (from makeKey(start), makeKey(start+1), …) whose two buckets are `first` and `second`. */
+function keysInBuckets(first: number, second: number, capacity: number, count: number, start = 1): Array<ReturnType<typeof makeKey>> {
   const found: Array<ReturnType<typeof makeKey>> = [];
   for (let n = start; found.length < count; n++) {
     if (n > start + 100_000) throw new Error('no keys found');
     const key = makeKey(n);
-    if (homeSlot(key, capacity) === home) found.push(key);
+    const [a, b] = bucketsOf(key, capacity);
+    if (a === first && b === second) found.push(key);
   }
   return found;
 }
@@ -863,35 +873,50 @@ function conformance(impl: Impl, h: Harness): void {
   });
 
   describe('probing', () => {
-    it('a key lands in its home slot; colliding keys take the next slots of the window, wrapping at the end', () => {
-      const capacity = 64;
+    it('a key takes the emptier of its two buckets (ties to the first), its first free slot; ERR_TABLE_FULL only when both are full', () => {
+      const capacity = 64; // buckets 0-3 (slots 0-31) for a first choice, 4-7 (32-63) for a second
       const { producer, consumer: reader } = pair(h, capacity);
-      // Home 60: the window is 60, 61, 62, 63, 0, 1, 2, 3.
-      const colliding = keysWithHome(60, capacity, 9);
-      const slots = colliding.slice(0, 8).map((key) => publish(producer, key).slot);
-      expect(slots).toEqual([60, 61, 62, 63, 0, 1, 2, 3]);
-      expectCode(() => producer.reserve(colliding[8]!), 'ERR_TABLE_FULL');
-      expect(producer.inspect().slots.map((s) => s.slot)).toEqual([0, 1, 2, 3, 60, 61, 62, 63]);
-      for (const [i, key] of colliding.slice(0, 8).entries()) {
+      const crowded = keysInBuckets(2, 6, capacity, 17);
+      const slots = crowded.slice(0, 16).map((key) => publish(producer, key).slot);
+      expect(slots).toEqual([16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55]);
+      expectCode(() => producer.reserve(crowded[16]!), 'ERR_TABLE_FULL');
+      expect(producer.inspect().slots.map((s) => s.slot)).toEqual([...slots].sort((a, b) => a - b));
+      for (const [i, key] of crowded.slice(0, 16).entries()) {
+        const lease = asLease(reader.tryPin(key));
+        expect(lease.slot).toBe(slots[i]);
+        lease.close();
+        expect(reader.peek(key)).toEqual({ kind: 'ready' });
+      }
+      expect(reader.tryPin(crowded[16]!)).toEqual({ kind: 'miss', reason: 'absent' });
+      expect(reader.peek(crowded[16]!)).toEqual({ kind: 'miss', reason: 'absent' });
+      // A key that shares only the full first bucket goes to its own second one; a key elsewhere
+      // takes the first slot of its first bucket.
+      const [spill] = keysInBuckets(2, 4, capacity, 1, 100_000);
+      expect(publish(producer, spill!).slot).toBe(32);
+      const [elsewhere] = keysInBuckets(0, 7, capacity, 1, 200_000);
+      expect(publish(producer, elsewhere!).slot).toBe(0);
+      // Evicting one in the middle of the second bucket: a key beyond the hole still finds its
+      // slot, and the seventeenth key takes the hole (that bucket is now the emptier).
+      expect(producer.tryEvict(crowded[5]!)).toBe('evicted');
+      expect(asLease(reader.tryPin(crowded[7]!)).slot).toBe(51);
+      expect(publish(producer, crowded[16]!).slot).toBe(50);
+      const lease = asLease(reader.tryPin(crowded[16]!));
+      expect(lease.slot).toBe(50);
+      lease.close();
+    });
+
+    it('a table whose last bucket is short: a key placed there is found, and the bucket is full at its size', () => {
+      const capacity = 9; // bucket 0 is slots 0-7, bucket 1 is slot 8 alone
+      const { producer, consumer: reader } = pair(h, capacity);
+      const keys = Array.from({ length: 10 }, (_, i) => makeKey(300 + i));
+      const slots = keys.slice(0, 9).map((key) => publish(producer, key).slot);
+      expect(slots).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]); // ties go to the first bucket until it is full
+      expectCode(() => producer.reserve(keys[9]!), 'ERR_TABLE_FULL');
+      for (const [i, key] of keys.slice(0, 9).entries()) {
         const lease = asLease(reader.tryPin(key));
         expect(lease.slot).toBe(slots[i]);
         lease.close();
       }
-      expect(reader.tryPin(colliding[8]!)).toEqual({ kind: 'miss', reason: 'absent' });
-      // A key whose home is 0 probes 0..7: 0-3 are taken, so it takes 4.
-      const [homeZero] = keysWithHome(0, capacity, 1, 100_000);
-      expect(publish(producer, homeZero!).slot).toBe(4);
-      // A key elsewhere is unaffected.
-      const [homeTwenty] = keysWithHome(20, capacity, 1, 200_000);
-      expect(publish(producer, homeTwenty!).slot).toBe(20);
-      // Evicting one in the middle of the window: its colliding key still finds its own slot
-      // beyond the hole, and the ninth key takes the hole.
-      expect(producer.tryEvict(colliding[2]!)).toBe('evicted');
-      expect(asLease(reader.tryPin(colliding[5]!)).slot).toBe(1);
-      expect(publish(producer, colliding[8]!).slot).toBe(62);
-      const lease = asLease(reader.tryPin(colliding[8]!));
-      expect(lease.slot).toBe(62);
-      lease.close();
     });
   });
 

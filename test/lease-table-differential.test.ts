@@ -10,8 +10,8 @@
  * two segments byte for byte; the run ends by closing everything and comparing what a fresh
  * client then sees.
  *
- * Small capacities and keys crowded onto one or two home slots make full probe windows, windows
- * that wrap past the last slot, and slot reuse at later generations common.
+ * Small capacities and keys crowded onto one or two pairs of buckets make full buckets, keys
+ * placed in their second bucket, a short last bucket, and slot reuse at later generations common.
  *
  * Reaping needs clients that are gone, which one process cannot have of its own: a `crash`
  * rewrites a handle's client entry to name a child process that has exited and been waited for
@@ -70,7 +70,7 @@ import {
   SLOTS_OFFSET,
 } from '../lib/lease-table/layout.js';
 import { readProcStat, selfIdentity } from '../lib/lease-table/liveness.js';
-import { homeSlotFor } from '../lib/testing.js';
+import { keyBucketsFor } from '../lib/testing.js';
 import { TARGET_A, makeKey } from './helpers.js';
 import { NATIVE, runsIf } from './skip-reasons.js';
 
@@ -114,17 +114,24 @@ const INVALID_TARGET = -1;
 const FORGED_SLOTS = ['home', 'last', 'capacity', 'minus-one', 'half', 'wrapped'] as const;
 type ForgedSlot = (typeof FORGED_SLOTS)[number];
 
-/** Keys made once: the pool each run's keys are drawn from by home slot. */
+/** Keys made once: the pool each run's keys are drawn from by their buckets. */
 const POOL: ArtifactKey[] = Array.from({ length: 1500 }, (_, n) => makeKey(1000 + n));
 
+/** The key's buckets (each a list of slots), first choice first. */
+function bucketsOf(key: ArtifactKey, capacity: number): number[][] {
+  return keyBucketsFor(key.digest, capacity);
+}
+
+/** The first slot of the key's first bucket: where a lone key lands. */
 function homeOf(key: ArtifactKey, capacity: number): number {
-  return homeSlotFor(Buffer.from(key.digest).readUInt32LE(0), capacity);
+  return bucketsOf(key, capacity)[0]![0]!;
 }
 
 /**
- * The run's keys for `capacity`: up to 9 slots, any ten keys crowd the table; above that, seven keys
- * whose home is the last slot (their window wraps to slot 0) and three homed four slots before
- * it (the two windows overlap), so windows fill either way.
+ * The run's keys for `capacity`: up to 9 slots, any ten keys crowd the table; above that, keys
+ * whose second bucket is the table's last (short unless the capacity is a multiple of 8): seven
+ * whose first bucket is bucket 0 as well, and three others, so that both buckets fill and keys
+ * spill into their second either way.
  */
 const keySets = new Map<number, ArtifactKey[]>();
 function keysFor(capacity: number): ArtifactKey[] {
@@ -133,9 +140,11 @@ function keysFor(capacity: number): ArtifactKey[] {
   if (capacity <= 9) {
     keys = POOL.slice(0, KEYS_PER_RUN);
   } else {
-    const last = POOL.filter((k) => homeOf(k, capacity) === capacity - 1).slice(0, 7);
-    const before = POOL.filter((k) => homeOf(k, capacity) === capacity - 5).slice(0, KEYS_PER_RUN - last.length);
-    keys = [...last, ...before];
+    const lastBucket = Math.ceil(capacity / 8) - 1;
+    const inLast = POOL.filter((k) => bucketsOf(k, capacity)[1]![0] === lastBucket * 8);
+    const both = inLast.filter((k) => bucketsOf(k, capacity)[0]![0] === 0).slice(0, 7);
+    const others = inLast.filter((k) => !both.includes(k)).slice(0, KEYS_PER_RUN - both.length);
+    keys = [...both, ...others];
     if (keys.length !== KEYS_PER_RUN) throw new Error(`the key pool is too small for capacity ${capacity}`);
   }
   keySets.set(capacity, keys);
@@ -237,7 +246,7 @@ type Forge = (typeof FORGES)[number];
 
 const who = fc.constantFrom<Who>('producer', 'producer', 'producer', 'consumer');
 const pinner = fc.constantFrom<Who>('producer', 'consumer', 'consumer');
-/** Keys 0-3 are hot (so that pins hit and evictions meet pins); all ten together fill windows. */
+/** Keys 0-3 are hot (so that pins hit and evictions meet pins); all ten together fill buckets. */
 const key = fc.oneof({ weight: 4, arbitrary: fc.integer({ min: 0, max: 3 }) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: KEYS_PER_RUN - 1 }) });
 /** Counted from the newest: 0 is the latest reservation or lease, so fresh ones come up often. */
 const recent = fc.oneof({ weight: 2, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 0, max: 7 }) });

@@ -11,7 +11,7 @@ import { transformWithOxc } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TableHandle } from '../lib/lease-table/handle.js';
 import { taskStartTime, threadReleased } from './fixtures/os-thread.mjs';
-import { homeSlotFor, jsTableBuffer, openJsHandle, unlinkJsTable } from '../lib/lease-table/js-handle.js';
+import { bucketOf, jsTableBuffer, keyBucketsFor, openJsHandle, unlinkJsTable } from '../lib/lease-table/js-handle.js';
 import {
   CLIENT_FIELD,
   CLIENT_SIZE,
@@ -52,17 +52,18 @@ function unpinToken(handle: TableHandle, slot: number, token: bigint): void {
 function sha(text: string): Uint8Array {
   return new Uint8Array(createHash('sha256').update(text).digest());
 }
-/** A digest whose first u32 (little-endian) is `head`, so its home slot is under test control. */
-function digestWithHead(head: number, tag: number): Uint8Array {
+/**
+ * A digest whose two buckets in a table of 64 slots (buckets 0-3 for the first choice, 4-7 for the
+ * second: docs/lease-table.md, "Placement") are `first` and `second`, so its slots are under test
+ * control.
+ */
+function digestIn(first: number, second: number, tag: number): Uint8Array {
   const d = sha(`tag-${tag}`);
-  new DataView(d.buffer, d.byteOffset, 32).setUint32(0, head, true);
-  return d;
-}
-/** A digest whose home slot in a table of `capacity` slots is `slot`. */
-function digestAt(slot: number, capacity: number, tag: number): Uint8Array {
-  const head = Math.ceil((slot * 2 ** 32) / capacity);
-  const d = digestWithHead(head, tag);
-  expect(homeSlotFor(head, capacity)).toBe(slot);
+  const view = new DataView(d.buffer, d.byteOffset, 32);
+  view.setUint32(0, Math.ceil((first * 2 ** 32) / 4), true);
+  view.setUint32(4, Math.ceil(((second - 4) * 2 ** 32) / 4), true);
+  const slotsOf = (b: number) => Array.from({ length: 8 }, (_, i) => b * 8 + i);
+  expect(keyBucketsFor(d, 64)).toEqual([slotsOf(first), slotsOf(second)]);
   return d;
 }
 function meta(location: number, size = 100): BigUint64Array {
@@ -344,7 +345,7 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(p.reserve(d)).toBe(STATUS.OK);
     const slot = Number(p.out[0]);
     const generation = p.out[1]!;
-    expect(slot).toBe(homeSlotFor(new DataView(d.buffer).getUint32(0, true), 64));
+    expect(slot).toBe(keyBucketsFor(d, 64)[0]![0]); // a lone key: the first slot of its first bucket
     expect(generation).toBe(0n);
     expect(peek.state(slot)).toBe(SLOT_STATE.RESERVED);
     expect(p.reserve(d)).toBe(STATUS.EXISTS);
@@ -451,8 +452,8 @@ describe('JS lease table: pin, unpin, evict', () => {
   });
 
   it('an old token, after its record and its slot were reused, releases nothing', () => {
-    const a = digestAt(40, 64, 1);
-    const b = digestAt(40, 64, 2);
+    const a = digestIn(1, 5, 1);
+    const b = digestIn(1, 5, 2);
     const [slot] = put(p, a, 10);
     expect(c.tryPin(a, null)).toBe(STATUS.OK);
     const oldToken = c.out[2]!;
@@ -505,23 +506,31 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(p.tryEvict(d)).toBe(STATUS.OK);
   });
 
-  it('FULL when the probe window is full, probing wraps at the end of the table', () => {
-    const home = 60; // the window 60..63, 0..3 wraps
-    const keys = Array.from({ length: 9 }, (_, i) => digestAt(home, 64, 100 + i));
+  it('a key takes the emptier of its two buckets, ties to the first; FULL when both are full', () => {
+    const keys = Array.from({ length: 17 }, (_, i) => digestIn(3, 7, 100 + i));
     const slots: number[] = [];
-    for (let i = 0; i < 8; i++) slots.push(put(p, keys[i]!, 100 + i)[0]);
-    expect(slots).toEqual([60, 61, 62, 63, 0, 1, 2, 3]);
-    expect(p.reserve(keys[8]!)).toBe(STATUS.FULL);
-    expect(c.tryPin(keys[8]!, null)).toBe(STATUS.MISS_ABSENT);
-    for (let i = 0; i < 8; i++) {
+    for (let i = 0; i < 16; i++) slots.push(put(p, keys[i]!, 100 + i)[0]);
+    // Bucket 3 is slots 24-31, bucket 7 slots 56-63: a tie goes to the first, then the other is emptier.
+    expect(slots).toEqual([24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63]);
+    expect(p.reserve(keys[16]!)).toBe(STATUS.FULL);
+    expect(c.tryPin(keys[16]!, null)).toBe(STATUS.MISS_ABSENT);
+    expect(c.peek(keys[16]!)).toBe(STATUS.MISS_ABSENT);
+    for (let i = 0; i < 16; i++) {
       expect(c.tryPin(keys[i]!, null)).toBe(STATUS.OK);
       expect(c.out[0]).toBe(BigInt(slots[i]!));
       expect(c.out[4]).toBe(BigInt(100 + i));
       unpinToken(c, slots[i]!, c.out[2]!);
     }
+    // A hole in the second bucket: it is now the emptier, and a key found beyond the hole still hits.
     expect(p.tryEvict(keys[3]!)).toBe(STATUS.OK);
-    expect(put(p, keys[8]!, 108)[0]).toBe(63);
-    for (const k of [...keys.slice(0, 3), ...keys.slice(4)]) expect(p.tryEvict(k)).toBe(STATUS.OK);
+    expect(c.tryPin(keys[5]!, null)).toBe(STATUS.OK);
+    unpinToken(c, Number(c.out[0]), c.out[2]!);
+    expect(put(p, keys[16]!, 116)[0]).toBe(57);
+    // A key sharing only the full first bucket goes to its own second, empty, bucket.
+    const spill = digestIn(3, 5, 200);
+    expect(put(p, spill, 200)[0]).toBe(40);
+    expect(c.peek(spill)).toBe(STATUS.OK);
+    for (const k of [...keys.slice(0, 3), ...keys.slice(4), spill]) expect(p.tryEvict(k)).toBe(STATUS.OK);
   });
 
   it('consumers cannot produce', () => {
@@ -533,13 +542,24 @@ describe('JS lease table: pin, unpin, evict', () => {
     expect(c.recordDeviceWrite(d, deviceRecord(1, 1n, 1n))).toBe(STATUS.ERR_NOT_PRODUCER);
   });
 
-  it('the home slot is (h * capacity) >> 32, exactly, up to the largest capacity', () => {
+  it('a bucket is (h * buckets) >> 32, exactly, up to the most buckets a half can have', () => {
     const heads = [0, 1, 0xffff, 0x10000, 0x7fffffff, 0x80000000, 0xdeadbeef, 0xfffffffe, 0xffffffff];
-    for (const capacity of [1, 2, 3, 7, 64, 1000, 1 << 21, (1 << 21) + 1, 12_345_677, MAX_CAPACITY - 1, MAX_CAPACITY]) {
+    for (const buckets of [1, 2, 3, 7, 64, 1000, 1 << 19, (1 << 19) + 1, 999_999, (1 << 20) - 1, 1 << 20]) {
       for (const h of heads) {
-        expect(homeSlotFor(h, capacity)).toBe(Number((BigInt(h) * BigInt(capacity)) >> 32n));
+        expect(bucketOf(h, buckets)).toBe(Number((BigInt(h) * BigInt(buckets)) >> 32n));
       }
     }
+  });
+
+  it('the buckets split a table in halves, the last bucket short when the capacity is not a multiple of 8', () => {
+    const ones = new Uint8Array(32).fill(0xff); // both words 2^32 - 1: the last bucket of each half
+    const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+    expect(keyBucketsFor(ones, 1)).toEqual([[0]]);
+    expect(keyBucketsFor(ones, 8)).toEqual([range(0, 8)]);
+    expect(keyBucketsFor(ones, 9)).toEqual([range(0, 8), [8]]);
+    expect(keyBucketsFor(ones, 33)).toEqual([range(16, 24), [32]]); // 5 buckets: 3 first, 2 second
+    expect(keyBucketsFor(ones, MAX_CAPACITY)).toEqual([range(MAX_CAPACITY / 2 - 8, MAX_CAPACITY / 2), range(MAX_CAPACITY - 8, MAX_CAPACITY)]);
+    expect(keyBucketsFor(new Uint8Array(32), MAX_CAPACITY)).toEqual([range(0, 8), range(MAX_CAPACITY / 2, MAX_CAPACITY / 2 + 8)]);
   });
 });
 

@@ -4,7 +4,7 @@
 // runs a measurement.
 import { fileURLToPath } from 'node:url';
 import { PROBE_WINDOW } from 'waitprep/layout';
-import { homeSlotFor } from 'waitprep/testing';
+import { keyBucketsFor } from 'waitprep/testing';
 import { benchKey } from '../common.js';
 
 /** The entry every fresh process runs: a case process, a contender process, a worker thread. */
@@ -45,20 +45,20 @@ export function sizesOf(impl, quick) {
   return { ops: OPS[mode][impl], batch: BATCH[impl], seconds: OPS[mode].seconds };
 }
 
-/** The table's home slot of a key (the fallback's homeSlotFor, the same formula as table.c). */
-export function homeSlot(key, capacity) {
-  return homeSlotFor(Buffer.from(key.hex, 'hex').readUInt32LE(0), capacity);
+/** The slots of a key's two buckets, first choice first (the fallback's keyBucketsFor, the same placement as table.c). */
+export function keyBuckets(key, capacity) {
+  return keyBucketsFor(Buffer.from(key.hex, 'hex'), capacity);
 }
 
-/** Indexes of PROBE_WINDOW + 1 keys with one home slot: the first 8 fill its window, the last is looked up. */
+/** Indexes of 2 * PROBE_WINDOW + 1 keys with the same two buckets: the first 16 fill both, the last is looked up. */
 function windowKeyIndexes() {
-  const byHome = new Map();
+  const byBuckets = new Map();
   for (let i = WINDOW_SEARCH_FROM; ; i++) {
-    const home = homeSlot(benchKey(i), CAPACITY);
-    const list = byHome.get(home) ?? [];
-    byHome.set(home, list);
+    const buckets = keyBuckets(benchKey(i), CAPACITY).map((b) => b[0]).join();
+    const list = byBuckets.get(buckets) ?? [];
+    byBuckets.set(buckets, list);
     list.push(i);
-    if (list.length === PROBE_WINDOW + 1) return list;
+    if (list.length === 2 * PROBE_WINDOW + 1) return list;
   }
 }
 
@@ -78,7 +78,7 @@ export function fixture(kase, quick) {
   if (kase === 'miss') return { published: [HIT_INDEX], pinIndex: ABSENT_INDEX, expect: 'absent', device: false };
   if (kase === 'table-full') {
     const indexes = windowKeyIndexes();
-    return { published: indexes.slice(0, PROBE_WINDOW), pinIndex: indexes[PROBE_WINDOW], expect: 'absent', device: false };
+    return { published: indexes.slice(0, 2 * PROBE_WINDOW), pinIndex: indexes[2 * PROBE_WINDOW], expect: 'absent', device: false };
   }
   return { published: [HIT_INDEX], pinIndex: HIT_INDEX, expect: 'lease', device: kase === 'device-hit' };
 }

@@ -3,9 +3,8 @@
 // memory for native and c-floor, a SharedArrayBuffer for js); each pinner opens it as a consumer.
 import { createRequire } from 'node:module';
 import { openLeaseTable, unlinkLeaseTable } from 'waitprep';
-import { PROBE_WINDOW } from 'waitprep/layout';
 import { benchKey } from '../common.js';
-import { CAPACITY, META, TARGET, homeSlot } from './cases.js';
+import { CAPACITY, META, TARGET, keyBuckets } from './cases.js';
 
 /** The package version the figures are recorded against. */
 export const packageVersion = createRequire(import.meta.url)('waitprep/package.json').version;
@@ -78,11 +77,11 @@ function fillCold(producer, ctx) {
   return keys;
 }
 
-/** The table-full case must really be the worst case: 8 slots of one window taken, the looked-up key's home is its start. */
+/** The table-full case must really be the worst case: every slot of both of the looked-up key's buckets taken. */
 function checkFullWindow(producer, slots, absentKey) {
-  const home = homeSlot(absentKey, CAPACITY);
-  const want = Array.from({ length: PROBE_WINDOW }, (_, i) => (home + i) % CAPACITY);
-  if (slots.join() !== want.join()) throw new Error(`table-full: the window keys took slots ${slots}, not ${want}`);
+  const want = keyBuckets(absentKey, CAPACITY).flat().sort((a, b) => a - b);
+  const took = [...slots].sort((a, b) => a - b);
+  if (took.join() !== want.join()) throw new Error(`table-full: the keys took slots ${took}, not ${want}`);
   try {
     producer.abandon(producer.reserve(absentKey));
   } catch (error) {

@@ -146,16 +146,38 @@ function makeSg(state: bigint, gen: bigint): bigint {
 }
 
 /**
- * home_slot: (h * capacity) >> 32 for the digest's first little-endian u32 `h`, exactly as the C
- * core computes it in 64-bit integers. h * capacity reaches 2^56, beyond a double's 53 bits, so
- * h is split into 16-bit halves whose products stay below 2^40.
+ * table.c bucket_of's multiply-shift: (h * buckets) >> 32 for a digest word `h`, exactly as the C
+ * core computes it in 64-bit integers. buckets <= 2^21 (capacity <= 2^24 in buckets of 8, halved
+ * and rounded up), so h * buckets stays below 2^53 and the double arithmetic is exact.
  */
-export function homeSlotFor(h: number, capacity: number): number {
-  const high = (h >>> 16) * capacity;
-  const low = (h & 0xffff) * capacity;
-  // `| 0` (the result is below capacity <= 2^24) makes it an int32 for V8: a slot index kept as a
-  // double costs a float-to-int check on every probe.
-  return Math.floor((high + Math.floor(low / 0x10000)) / 0x10000) | 0;
+export function bucketOf(h: number, buckets: number): number {
+  // `| 0` (the result is below 2^21) makes it an int32 for V8: an index kept as a double costs a
+  // float-to-int check on every probe.
+  return ((h * buckets) / 0x1_0000_0000) | 0;
+}
+
+/** How a table of `capacity` slots splits into buckets (table.c wp_open): a key's first choice is one of `left`, its second one of the `right` after them. */
+function bucketSplit(capacity: number): { left: number; right: number } {
+  const buckets = Math.ceil(capacity / PROBE_WINDOW);
+  const left = Math.ceil(buckets / 2);
+  return { left, right: buckets - left };
+}
+
+/**
+ * The slots a key with this 32-byte digest may occupy in a table of `capacity` slots: one array
+ * per choice of bucket (two, or one when the table has a single bucket), in the order a lookup
+ * probes them (docs/lease-table.md, "Placement").
+ */
+export function keyBucketsFor(digest: Uint8Array, capacity: number): number[][] {
+  const view = new DataView(digest.buffer, digest.byteOffset, digest.byteLength);
+  const { left, right } = bucketSplit(capacity);
+  const buckets = [bucketOf(view.getUint32(0, true), left)];
+  if (right > 0) buckets.push(left + bucketOf(view.getUint32(4, true), right));
+  return buckets.map((b) => {
+    const slots: number[] = [];
+    for (let slot = b * PROBE_WINDOW; slot < Math.min((b + 1) * PROBE_WINDOW, capacity); slot++) slots.push(slot);
+    return slots;
+  });
 }
 
 // ---- name registry (per thread, like a per-thread /dev/shm) ----------------------------
@@ -296,8 +318,9 @@ export class JsTableHandle implements TableHandle {
   readonly out = new BigUint64Array(8);
   readonly buffer: SharedArrayBuffer;
   readonly capacity: number;
-  /** Cached privately at open, never re-read from shared memory. */
-  private readonly window: number;
+  /** Buckets of a key's first choice, then of its second (0 in a one-bucket table): bucketSplit, cached privately at open. */
+  private readonly left: number;
+  private readonly right: number;
   private readonly u64: BigUint64Array;
   private readonly u32: Uint32Array;
   /** `out` as 32-bit words, so results are written without creating BigInts. */
@@ -342,7 +365,9 @@ export class JsTableHandle implements TableHandle {
     const size = segmentSize(capacity);
     this.buffer = buffer;
     this.capacity = capacity;
-    this.window = capacity < PROBE_WINDOW ? capacity : PROBE_WINDOW;
+    const split = bucketSplit(capacity);
+    this.left = split.left;
+    this.right = split.right;
     this.u64 = new BigUint64Array(buffer, 0, size / 8);
     this.u32 = new Uint32Array(buffer, 0, size / 4);
     this.out32 = new Uint32Array(this.out.buffer);
@@ -371,9 +396,6 @@ export class JsTableHandle implements TableHandle {
   private clientWordIndex(client: number): number {
     return (CLIENTS_OFFSET + client * CLIENT_SIZE + CLIENT_FIELD.WORD) >> 3;
   }
-  private nextSlot(slot: number): number {
-    return slot + 1 === this.capacity ? 0 : slot + 1;
-  }
 
   /** Loads the digest into `want`; false when it is not 32 bytes. */
   private loadDigest(digest: Uint8Array): boolean {
@@ -385,8 +407,20 @@ export class JsTableHandle implements TableHandle {
     return true;
   }
 
-  private homeSlot(): number {
-    return homeSlotFor(this.want[0]!, this.capacity);
+  /** table.c bucket_of for the loaded digest: choice 0 or 1. */
+  private bucket(choice: number): number {
+    return choice === 0 || this.right === 0 ? bucketOf(this.want[0]!, this.left) : this.left + bucketOf(this.want[1]!, this.right);
+  }
+
+  /** How many buckets a key may use: 2, or 1 in a one-bucket table (table.c choices_of). */
+  private get choices(): number {
+    return this.right === 0 ? 1 : 2;
+  }
+
+  /** One past the last slot of `bucket` (the table's last bucket may be short). */
+  private bucketEnd(bucket: number): number {
+    const end = (bucket + 1) * PROBE_WINDOW;
+    return end < this.capacity ? end : this.capacity;
   }
 
   /** digest_equals for the producer's lookups (the digest loaded into `want`). */
@@ -709,30 +743,34 @@ export class JsTableHandle implements TableHandle {
     const capacity = this.capacity;
     const want0 = want[0]!;
     const head = want0 | 0; // an int32, so the probe compares integers (see digestMatches)
-    let slot = homeSlotFor(want0, capacity);
+    const choices = this.right === 0 ? 1 : 2;
     let seen: number = STATUS.MISS_ABSENT;
-    for (let i = 0; i < this.window; i++, slot = slot + 1 === capacity ? 0 : slot + 1) {
-      const base = SLOTS_U32 + slot * SLOT_U32; // the slot's first u32
-      // A cheap rejection with a plain read: a slot whose first digest word differs does not
-      // hold our key now, so skipping it is the same as digest_equals failing a moment later.
-      // A match decides nothing.
-      if ((u32[base + DIGEST_U32]! | 0) !== head) continue;
-      if (pins[slot]! > 0) {
-        // We already hold this slot: it cannot be evicted or reused until we unpin, so its
-        // digest is stable and decides alone (it may show EVICTING for a moment; count++).
-        if (!digestMatches(u32, base, want)) continue;
-        return this.finishPin(slot, base, device, true);
+    for (let choice = 0; choice < choices; choice++) {
+      const bucket = choice === 0 ? bucketOf(want0, this.left) : this.left + bucketOf(want[1]!, this.right);
+      const end = (bucket + 1) * PROBE_WINDOW < capacity ? (bucket + 1) * PROBE_WINDOW : capacity;
+      for (let slot = bucket * PROBE_WINDOW; slot < end; slot++) {
+        const base = SLOTS_U32 + slot * SLOT_U32; // the slot's first u32
+        // A cheap rejection with a plain read: a slot whose first digest word differs does not
+        // hold our key now, so skipping it is the same as digest_equals failing a moment later.
+        // A match decides nothing.
+        if ((u32[base + DIGEST_U32]! | 0) !== head) continue;
+        if (pins[slot]! > 0) {
+          // We already hold this slot: it cannot be evicted or reused until we unpin, so its
+          // digest is stable and decides alone (it may show EVICTING for a moment; count++).
+          if (!digestMatches(u32, base, want)) continue;
+          return this.finishPin(slot, base, device, true);
+        }
+        const maskHalf = base + MASK_U32 + this.bitHalf;
+        Atomics.or(u32, maskHalf, this.bit32);
+        const sg = Atomics.load(this.u64, base >> 1);
+        const state = sg & STATE_MASK;
+        if (state === SG_READY && digestMatches(u32, base, want)) return this.finishPin(slot, base, device, false);
+        Atomics.and(u32, maskHalf, this.notBit32);
+        // Not ours to pin: say why when it is our key (the digest read is a hint from here on, as
+        // in table.c, whose preparing/evicting reasons are read without a pin too).
+        if (state === SG_FREE || state === SG_READY || !digestMatches(u32, base, want)) continue;
+        seen = state === SG_RESERVED ? STATUS.MISS_PREPARING : STATUS.MISS_EVICTING;
       }
-      const maskHalf = base + MASK_U32 + this.bitHalf;
-      Atomics.or(u32, maskHalf, this.bit32);
-      const sg = Atomics.load(this.u64, base >> 1);
-      const state = sg & STATE_MASK;
-      if (state === SG_READY && digestMatches(u32, base, want)) return this.finishPin(slot, base, device, false);
-      Atomics.and(u32, maskHalf, this.notBit32);
-      // Not ours to pin: say why when it is our key (the digest read is a hint from here on, as
-      // in table.c, whose preparing/evicting reasons are read without a pin too).
-      if (state === SG_FREE || state === SG_READY || !digestMatches(u32, base, want)) continue;
-      seen = state === SG_RESERVED ? STATUS.MISS_PREPARING : STATUS.MISS_EVICTING;
     }
     return seen;
   }
@@ -865,13 +903,15 @@ export class JsTableHandle implements TableHandle {
   /** wp_peek: the probe of tryPin with plain reads of the digest and no pin bit. */
   peek(digest: Uint8Array): number {
     if (this.closed || !this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
-    let slot = this.homeSlot();
     let seen: number = STATUS.MISS_ABSENT;
-    for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
-      const state = Atomics.load(this.u64, this.sgIndex(slot)) & STATE_MASK;
-      if (state === SG_FREE || !this.digestEquals(slot)) continue;
-      if (state === SG_READY) return STATUS.OK;
-      seen = state === SG_RESERVED ? STATUS.MISS_PREPARING : STATUS.MISS_EVICTING;
+    for (let choice = 0; choice < this.choices; choice++) {
+      const bucket = this.bucket(choice);
+      for (let slot = bucket * PROBE_WINDOW, end = this.bucketEnd(bucket); slot < end; slot++) {
+        const state = Atomics.load(this.u64, this.sgIndex(slot)) & STATE_MASK;
+        if (state === SG_FREE || !this.digestEquals(slot)) continue;
+        if (state === SG_READY) return STATUS.OK;
+        seen = state === SG_RESERVED ? STATUS.MISS_PREPARING : STATUS.MISS_EVICTING;
+      }
     }
     return seen;
   }
@@ -917,15 +957,30 @@ export class JsTableHandle implements TableHandle {
   /** find_slot: the slot holding the loaded digest in any non-FREE state, or -1; its word in `found`. */
   private found = 0n;
   private findSlot(): number {
-    let slot = this.homeSlot();
-    for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
-      const sg = Atomics.load(this.u64, this.sgIndex(slot));
-      if ((sg & STATE_MASK) !== SG_FREE && this.digestEquals(slot)) {
-        this.found = sg;
-        return slot;
+    for (let choice = 0; choice < this.choices; choice++) {
+      const bucket = this.bucket(choice);
+      for (let slot = bucket * PROBE_WINDOW, end = this.bucketEnd(bucket); slot < end; slot++) {
+        const sg = Atomics.load(this.u64, this.sgIndex(slot));
+        if ((sg & STATE_MASK) !== SG_FREE && this.digestEquals(slot)) {
+          this.found = sg;
+          return slot;
+        }
       }
     }
     return -1;
+  }
+
+  /** table.c first_free: the first FREE slot of `bucket`, or -1; how many are FREE in `freeCount`. */
+  private freeCount = 0;
+  private firstFree(bucket: number): number {
+    let first = -1;
+    let n = 0;
+    for (let slot = bucket * PROBE_WINDOW, end = this.bucketEnd(bucket); slot < end; slot++) {
+      if ((Atomics.load(this.u64, this.sgIndex(slot)) & STATE_MASK) !== SG_FREE) continue;
+      if (n++ === 0) first = slot;
+    }
+    this.freeCount = n;
+    return first;
   }
 
   reserve(digest: Uint8Array): number {
@@ -933,21 +988,24 @@ export class JsTableHandle implements TableHandle {
     if (check !== STATUS.OK) return check;
     if (!this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
     if (this.findSlot() >= 0) return STATUS.EXISTS;
-    const u64 = this.u64;
-    let slot = this.homeSlot();
-    for (let i = 0; i < this.window; i++, slot = this.nextSlot(slot)) {
-      const sgIndex = this.sgIndex(slot);
-      const sg = Atomics.load(u64, sgIndex);
-      if ((sg & STATE_MASK) !== SG_FREE) continue;
-      const d = (this.slotByte(slot) + SLOT.DIGEST) >> 2;
-      for (let k = 0; k < 8; k++) Atomics.store(this.u32, d + k, this.want[k]!); // published below
-      Atomics.store(u64, (this.slotByte(slot) + SLOT.DEVICE) >> 3, 0n); // no device record
-      Atomics.store(u64, sgIndex, makeSg(SG_RESERVED, sg >> STATE_SHIFT));
-      this.out[0] = BigInt(slot);
-      this.out[1] = sg >> STATE_SHIFT;
-      return STATUS.OK;
+    // Two-choice placement, ties to the first: the key goes to the bucket with more FREE slots.
+    let slot = this.firstFree(this.bucket(0));
+    if (this.choices === 2) {
+      const free0 = this.freeCount;
+      const other = this.firstFree(this.bucket(1));
+      if (this.freeCount > free0) slot = other;
     }
-    return STATUS.FULL;
+    if (slot < 0) return STATUS.FULL;
+    const u64 = this.u64;
+    const sgIndex = this.sgIndex(slot);
+    const sg = Atomics.load(u64, sgIndex);
+    const d = (this.slotByte(slot) + SLOT.DIGEST) >> 2;
+    for (let k = 0; k < 8; k++) Atomics.store(this.u32, d + k, this.want[k]!); // published below
+    Atomics.store(u64, (this.slotByte(slot) + SLOT.DEVICE) >> 3, 0n); // no device record
+    Atomics.store(u64, sgIndex, makeSg(SG_RESERVED, sg >> STATE_SHIFT));
+    this.out[0] = BigInt(slot);
+    this.out[1] = sg >> STATE_SHIFT;
+    return STATUS.OK;
   }
 
   private reservedSlot(slot: number, generation: bigint): number {

@@ -6,8 +6,8 @@
  * so the two can never drift. Miss reasons are named after the MISS_
  * statuses (lib/miss-reasons.ts).
  */
-/** 2: wp_unpin returns a status, and ERR_PERMISSION is new. 3: C handles are thread-safe (wp_open_options grew). A segment of another ABI is refused. */
-export const WP_ABI_VERSION = 3;
+/** 2: wp_unpin returns a status, and ERR_PERMISSION is new. 3: C handles are thread-safe (wp_open_options grew). 4: two-choice placement in buckets of PROBE_WINDOW slots (docs/lease-table.md, "Placement"). A segment of another ABI is refused. */
+export const WP_ABI_VERSION = 4;
 /** "WAITPREP" read as a little-endian u64. */
 export const WP_MAGIC = 0x5045525054494157n;
 
@@ -15,6 +15,7 @@ export const HEADER_SIZE = 256;
 export const CLIENT_SIZE = 64;
 export const SLOT_SIZE = 128;
 export const MAX_CLIENTS = 64;
+/** Slots per bucket: a key may live in either of two buckets (docs/lease-table.md, "Placement"). */
 export const PROBE_WINDOW = 8;
 export const MAX_CAPACITY = 1 << 24;
 export const MAX_NAME = 200;

@@ -61,17 +61,19 @@ extern "C" {
 
 /* 2: wp_unpin returns a status; WP_ERR_PERMISSION. 3: handles are thread-safe; wp_open_options
  * gained flags and trusted_uid; later within 3, new functions only (wp_try_pin_exact,
- * wp_try_pin_prefix, wp_unpin_many, wp_peek) and the status WP_MISS_STALE_HANDOFF. A segment's
+ * wp_try_pin_prefix, wp_unpin_many, wp_peek) and the status WP_MISS_STALE_HANDOFF. 4: a key may
+ * live in either of two buckets of WP_PROBE_WINDOW slots (docs/lease-table.md, "Placement"), no
+ * longer in a window from one home slot, so a segment of 3 would be misread. A segment's
  * header names the ABI that made it, and a segment of another ABI is refused
  * (WP_ERR_BAD_SEGMENT). */
-#define WP_ABI_VERSION 3
+#define WP_ABI_VERSION 4
 #define WP_MAGIC 0x5045525054494157ULL /* "WAITPREP" read as a little-endian u64 */
 
 #define WP_HEADER_SIZE 256u
 #define WP_CLIENT_SIZE 64u
 #define WP_SLOT_SIZE 128u
 #define WP_MAX_CLIENTS 64u
-#define WP_PROBE_WINDOW 8u
+#define WP_PROBE_WINDOW 8u /* slots per bucket */
 #define WP_MAX_CAPACITY (1u << 24)
 #define WP_MAX_NAME 200u
 

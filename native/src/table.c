@@ -3,9 +3,9 @@
  * docs/lease-table.md for the protocol and its memory-order argument.
  *
  * Every shared word is accessed with a GCC __atomic builtin and an explicit
- * memory order; the comment beside each says why. Capacity and probe window
- * are validated once at open and cached in the private handle, never re-read
- * from shared memory.
+ * memory order; the comment beside each says why. Capacity (and the bucket
+ * counts derived from it) and probe window are validated once at open and
+ * cached in the private handle, never re-read from shared memory.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,7 +58,8 @@ struct wp_table {
   size_t size;
   int fd;                 /* kept open for wp_check_segment's fstat */
   uint32_t capacity;
-  uint32_t window;
+  uint32_t left;          /* buckets of a key's first choice: 0 .. left-1 */
+  uint32_t right;         /* buckets of its second: left .. left+right-1 (0 when the table has one bucket) */
   uint32_t client;        /* index in the registry */
   uint64_t client_word;   /* the ACTIVE word this handle registered with */
   int producer;
@@ -132,11 +133,24 @@ static size_t segment_size_for(uint32_t capacity) {
   return SLOTS_OFFSET + (size_t)capacity * WP_SLOT_SIZE;
 }
 
-/* Home slot: the digest's first 32-bit word scaled to the capacity (multiply-shift,
- * the same integer arithmetic as the JavaScript fallback). */
-static inline uint32_t home_slot(const wp_table *t, const uint8_t digest[32]) {
-  uint32_t h = (uint32_t)digest[0] | (uint32_t)digest[1] << 8 | (uint32_t)digest[2] << 16 | (uint32_t)digest[3] << 24;
-  return (uint32_t)(((uint64_t)h * t->capacity) >> 32);
+/* Placement (docs/lease-table.md, "Placement"): the slots are cut into buckets of WP_PROBE_WINDOW
+ * (the last may be shorter), the first `left` buckets for a key's first choice and the rest for
+ * its second, and a key lives in one of its two. Each choice is a digest word scaled to its half
+ * (multiply-shift: the same integer arithmetic as the JavaScript fallback): word 0 picks the first
+ * bucket, word 1 the second. A table of one bucket gives both choices the same bucket. */
+static inline uint32_t digest_word(const uint8_t digest[32], int word) {
+  const uint8_t *b = digest + 4 * word;
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+static inline uint32_t bucket_of(const wp_table *t, const uint8_t digest[32], int choice) {
+  if (choice == 0 || t->right == 0) return (uint32_t)(((uint64_t)digest_word(digest, 0) * t->left) >> 32);
+  return t->left + (uint32_t)(((uint64_t)digest_word(digest, 1) * t->right) >> 32);
+}
+/* How many choices a key has: 2, or 1 in a table of one bucket. */
+static inline int choices_of(const wp_table *t) { return t->right == 0 ? 1 : 2; }
+static inline uint32_t bucket_end(const wp_table *t, uint32_t bucket) {
+  uint32_t end = (bucket + 1) * WP_PROBE_WINDOW;
+  return end < t->capacity ? end : t->capacity;
 }
 
 /* Digest compare with relaxed atomic loads: the producer writes digests only while a slot
@@ -619,7 +633,9 @@ int wp_open_ex(const char *name, int producer, const wp_open_options *options, w
   t->size = size;
   t->fd = fd;
   t->capacity = capacity;
-  t->window = capacity < WP_PROBE_WINDOW ? capacity : WP_PROBE_WINDOW;
+  uint32_t buckets = (capacity + WP_PROBE_WINDOW - 1) / WP_PROBE_WINDOW;
+  t->left = (buckets + 1) / 2;
+  t->right = buckets - t->left;
   t->pins = pins;
   t->single_thread = (flags & WP_OPEN_SINGLE_THREAD) != 0;
   t->lease_free = UINT32_MAX;
@@ -815,20 +831,22 @@ static inline __attribute__((always_inline)) int pin_found(wp_table *t, uint32_t
 
 /* wp_try_pin after its argument checks; wp_try_pin_prefix runs it once per digest. */
 static inline __attribute__((always_inline)) int try_pin_checked(wp_table *t, const uint8_t digest[32], const wp_device_record *target, wp_lease *out) {
-  uint32_t slot = home_slot(t, digest);
   int seen = WP_MISS_ABSENT;
   /* The probe reads shared words only and takes no lock: a miss never waits for another thread. */
-  for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
-    /* acquire: the digest and meta the producer wrote before this state are visible. */
-    uint64_t sg = __atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE);
-    uint64_t state = state_of(sg);
-    if (state == WP_SLOT_FREE || !digest_equals(t, slot, digest)) continue;
-    if (state == WP_SLOT_RESERVED) { seen = WP_MISS_PREPARING; continue; }
-    if (!t->single_thread) handle_lock(&t->consumer_lock);
-    int rc = pin_found(t, slot, sg, target, out);
-    if (!t->single_thread) handle_unlock(&t->consumer_lock);
-    if (rc != WP_MISS_EVICTING || i + 1 == t->window) return rc;
-    seen = WP_MISS_EVICTING; /* EVICTING and not ours: as before, look on for the digest */
+  for (int choice = 0; choice < choices_of(t); choice++) {
+    uint32_t bucket = bucket_of(t, digest, choice);
+    for (uint32_t slot = bucket * WP_PROBE_WINDOW, end = bucket_end(t, bucket); slot < end; slot++) {
+      /* acquire: the digest and meta the producer wrote before this state are visible. */
+      uint64_t sg = __atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE);
+      uint64_t state = state_of(sg);
+      if (state == WP_SLOT_FREE || !digest_equals(t, slot, digest)) continue;
+      if (state == WP_SLOT_RESERVED) { seen = WP_MISS_PREPARING; continue; }
+      if (!t->single_thread) handle_lock(&t->consumer_lock);
+      int rc = pin_found(t, slot, sg, target, out);
+      if (!t->single_thread) handle_unlock(&t->consumer_lock);
+      if (rc != WP_MISS_EVICTING) return rc;
+      seen = WP_MISS_EVICTING; /* EVICTING and not ours: as before, look on for the digest */
+    }
   }
   return seen;
 }
@@ -877,15 +895,17 @@ int wp_try_pin_prefix(wp_table *t, const uint8_t *digests, uint32_t n, const wp_
 
 int wp_peek(const wp_table *t, const uint8_t digest[32]) {
   if (t == NULL || digest == NULL) return WP_ERR_INVALID_ARGUMENT;
-  uint32_t slot = home_slot(t, digest);
   int seen = WP_MISS_ABSENT;
   /* The probe of wp_try_pin, reading shared words only; no pin, no lock. */
-  for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
-    /* acquire: pairs with the producer's release of the state, as in the probe. */
-    uint64_t state = state_of(__atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE));
-    if (state == WP_SLOT_FREE || !digest_equals(t, slot, digest)) continue;
-    if (state == WP_SLOT_READY) return WP_OK;
-    seen = state == WP_SLOT_RESERVED ? WP_MISS_PREPARING : WP_MISS_EVICTING;
+  for (int choice = 0; choice < choices_of(t); choice++) {
+    uint32_t bucket = bucket_of(t, digest, choice);
+    for (uint32_t slot = bucket * WP_PROBE_WINDOW, end = bucket_end(t, bucket); slot < end; slot++) {
+      /* acquire: pairs with the producer's release of the state, as in the probe. */
+      uint64_t state = state_of(__atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE));
+      if (state == WP_SLOT_FREE || !digest_equals(t, slot, digest)) continue;
+      if (state == WP_SLOT_READY) return WP_OK;
+      seen = state == WP_SLOT_RESERVED ? WP_MISS_PREPARING : WP_MISS_EVICTING;
+    }
   }
   return seen;
 }
@@ -932,15 +952,30 @@ int wp_unpin_many(wp_table *t, const wp_lease *leases, uint32_t n) {
 /* The slot holding `digest` in any non-FREE state, or UINT32_MAX. Producer only: states
  * other than READY->(pins) change only by our hand, so plain acquire reads suffice. */
 static uint32_t find_slot(const wp_table *t, const uint8_t digest[32], uint64_t *sg_out) {
-  uint32_t slot = home_slot(t, digest);
-  for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
-    uint64_t sg = __atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE);
-    if (state_of(sg) != WP_SLOT_FREE && digest_equals(t, slot, digest)) {
-      *sg_out = sg;
-      return slot;
+  for (int choice = 0; choice < choices_of(t); choice++) {
+    uint32_t bucket = bucket_of(t, digest, choice);
+    for (uint32_t slot = bucket * WP_PROBE_WINDOW, end = bucket_end(t, bucket); slot < end; slot++) {
+      uint64_t sg = __atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE);
+      if (state_of(sg) != WP_SLOT_FREE && digest_equals(t, slot, digest)) {
+        *sg_out = sg;
+        return slot;
+      }
     }
   }
   return UINT32_MAX;
+}
+
+/* The first FREE slot of `bucket`, or UINT32_MAX; how many are FREE in `free_count`. Producer
+ * only: a slot leaves or enters FREE only by our hand. */
+static uint32_t first_free(const wp_table *t, uint32_t bucket, uint32_t *free_count) {
+  uint32_t first = UINT32_MAX, n = 0;
+  for (uint32_t slot = bucket * WP_PROBE_WINDOW, end = bucket_end(t, bucket); slot < end; slot++) {
+    /* acquire, as in find_slot; only the producer moves a slot into or out of FREE. */
+    if (state_of(__atomic_load_n(slot_word(t, slot, WP_SLOT_STATE_GEN), __ATOMIC_ACQUIRE)) != WP_SLOT_FREE) continue;
+    if (n++ == 0) first = slot;
+  }
+  *free_count = n;
+  return first;
 }
 
 static int reserve_locked(wp_table *t, const uint8_t digest[32], wp_reservation *out) {
@@ -948,25 +983,28 @@ static int reserve_locked(wp_table *t, const uint8_t digest[32], wp_reservation 
   if (!t->producer) return WP_ERR_NOT_PRODUCER;
   uint64_t sg;
   if (find_slot(t, digest, &sg) != UINT32_MAX) return WP_EXISTS;
-  uint32_t slot = home_slot(t, digest);
-  for (uint32_t i = 0; i < t->window; i++, slot = slot + 1 == t->capacity ? 0 : slot + 1) {
-    uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
-    sg = __atomic_load_n(sg_word, __ATOMIC_ACQUIRE);
-    if (state_of(sg) != WP_SLOT_FREE) continue;
-    uint64_t *d = slot_word(t, slot, WP_SLOT_DIGEST);
-    for (int k = 0; k < 4; k++) {
-      uint64_t v;
-      memcpy(&v, digest + 8 * k, 8);
-      __atomic_store_n(&d[k], v, __ATOMIC_RELAXED); /* published by the release below */
-    }
-    __atomic_store_n(slot_word(t, slot, WP_SLOT_DEVICE), 0, __ATOMIC_RELAXED); /* no device record */
-    /* release: a lookup that reads RESERVED (acquire) sees the digest. */
-    __atomic_store_n(sg_word, make_sg(WP_SLOT_RESERVED, gen_of(sg)), __ATOMIC_RELEASE);
-    out->slot = slot;
-    out->generation = gen_of(sg);
-    return WP_OK;
+  /* Two-choice placement, ties to the first: the key goes to the bucket with more FREE slots. */
+  uint32_t free0, free1 = 0;
+  uint32_t slot = first_free(t, bucket_of(t, digest, 0), &free0);
+  if (choices_of(t) == 2) {
+    uint32_t other = first_free(t, bucket_of(t, digest, 1), &free1);
+    if (free1 > free0) slot = other;
   }
-  return WP_FULL;
+  if (slot == UINT32_MAX) return WP_FULL;
+  uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
+  sg = __atomic_load_n(sg_word, __ATOMIC_ACQUIRE);
+  uint64_t *d = slot_word(t, slot, WP_SLOT_DIGEST);
+  for (int k = 0; k < 4; k++) {
+    uint64_t v;
+    memcpy(&v, digest + 8 * k, 8);
+    __atomic_store_n(&d[k], v, __ATOMIC_RELAXED); /* published by the release below */
+  }
+  __atomic_store_n(slot_word(t, slot, WP_SLOT_DEVICE), 0, __ATOMIC_RELAXED); /* no device record */
+  /* release: a lookup that reads RESERVED (acquire) sees the digest. */
+  __atomic_store_n(sg_word, make_sg(WP_SLOT_RESERVED, gen_of(sg)), __ATOMIC_RELEASE);
+  out->slot = slot;
+  out->generation = gen_of(sg);
+  return WP_OK;
 }
 
 static int reserved_slot(const wp_table *t, const wp_reservation *r) {

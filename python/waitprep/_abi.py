@@ -11,7 +11,7 @@ import ctypes
 from typing import Dict
 
 #: WP_ABI_VERSION of the header mirrored here.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 #: The header's status codes, by name.
 STATUS: Dict[str, int] = {
