@@ -139,7 +139,7 @@ function statusError(status: number, what: string, errno = 0): WaitprepError {
     case STATUS.ERR_NO_CLIENT_SLOT:
       return new WaitprepError('ERR_NO_CLIENT_SLOT', `${what}: all 64 client entries are taken by live clients`);
     case STATUS.FULL:
-      return new WaitprepError('ERR_TABLE_FULL', `${what}: every slot in the key's probe window is taken; evict first`);
+      return new WaitprepError('ERR_TABLE_FULL', `${what}: every slot of the key's two buckets is taken; evict first`);
     case STATUS.EXISTS:
       return new WaitprepError('ERR_KEY_EXISTS', `${what}: the key is already reserved or published`);
     case STATUS.STALE:

@@ -103,7 +103,7 @@ _CODES = {
     _abi.STATUS["WP_ERR_NO_CLIENT_SLOT"]: ("ERR_NO_CLIENT_SLOT", "all 64 client entries are taken by live clients"),
     _abi.STATUS["WP_ERR_NO_SPACE"]: ("ERR_NO_SPACE", "/dev/shm cannot hold the table (docs/operations.md: sizing /dev/shm)"),
     _abi.STATUS["WP_ERR_UNTRUSTED_SEGMENT"]: ("ERR_UNTRUSTED_SEGMENT", "refusing an untrusted table file"),
-    _abi.STATUS["WP_FULL"]: ("ERR_TABLE_FULL", "every slot in the key's probe window is taken; evict first"),
+    _abi.STATUS["WP_FULL"]: ("ERR_TABLE_FULL", "every slot of the key's two buckets is taken; evict first"),
     _abi.STATUS["WP_EXISTS"]: ("ERR_KEY_EXISTS", "the key is already reserved or published"),
     _abi.STATUS["WP_STALE"]: ("ERR_STALE_RESERVATION", "the reservation was already published or abandoned"),
     _abi.STATUS["WP_ERR_INVALID_ARGUMENT"]: ("ERR_INVALID_ARGUMENT", "invalid argument"),
@@ -593,7 +593,7 @@ class Table:
 
     def reserve(self, digest: bytes) -> Reservation:
         """Reserves a slot for ``digest`` before the artifact is prepared. ``ERR_KEY_EXISTS`` when
-        it is reserved or published already, ``ERR_TABLE_FULL`` when its probe window is full."""
+        it is reserved or published already, ``ERR_TABLE_FULL`` when both its buckets are full."""
         digest = _digest(digest)
         out = WpReservation()
         status = self._lib.wp_reserve(self._h("reserve"), digest, _byref(out))
