@@ -157,7 +157,9 @@ const mean = (values) => (values.length === 0 ? null : sum(values) / values.leng
 /**
  * Runs one replay and resolves with its report. Options: `profile` (a PROFILES name), `seed`,
  * `agents`, `timeScale` (multiplies the trace's arrivals and tool-call durations), `maxWaitS`,
- * `threads` (torch threads in the engine), `cacheTokens` (the engine LRU's budget, overriding the
+ * `threads` (torch threads in the engine), `lateLookup` (after a wake's miss the engine looks the
+ * prefix up again by digest when it reaches the turn, as an engine's scheduler-time lookup
+ * would; off by default: a miss recomputes), `cacheTokens` (the engine LRU's budget, overriding the
  * profile's; 0 keeps nothing resident), `settleBeforeWake` (tests: a wake also waits until its
  * key's preparation unit has settled, so whether a wake hits no longer depends on timing), `log`
  * (a line printer).
@@ -185,7 +187,7 @@ export async function runReplay(options = {}) {
   let storage = null;
   let table = null;
   let driver = null;
-  const report = { profile: options.profile ?? 'tiny', seed, agents: plan.length, timeScale, maxWaitS };
+  const report = { profile: options.profile ?? 'tiny', seed, agents: plan.length, timeScale, maxWaitS, lateLookup: options.lateLookup === true };
   try {
     const ready = await engine.ready;
     const kvPerToken = ready.kvBytesPerToken;
@@ -239,6 +241,10 @@ export async function runReplay(options = {}) {
           request.check = hitsSeen++ % profile.checkEvery === 0;
         } else {
           request.cause = wake.reason;
+          if (options.lateLookup) {
+            request.lookupTable = tableName;
+            request.check = hitsSeen++ % profile.checkEvery === 0;
+          }
         }
       }
       const sent = performance.now();
@@ -312,13 +318,13 @@ export function summarize(turns, preps) {
   return {
     // One row a turn, in the order the engine answered, for a reader who wants more than percentiles.
     turnLog: turns.map((t) => ({
-      agent: t.agent, kind: t.kind, tool: t.tool, toolS: t.toolS, wake: t.wake, path: t.path, cause: t.cause ?? null, tokens: t.tokens, cachedTokens: t.cachedTokens,
+      agent: t.agent, kind: t.kind, tool: t.tool, toolS: t.toolS, wake: t.wake, path: t.path, lookup: t.lookup ?? null, cause: t.cause ?? null, tokens: t.tokens, cachedTokens: t.cachedTokens,
       ttftS: t.ttftS, restoreS: t.restoreS, prefillS: t.prefillS, fullPrefillS: t.check?.fullPrefillS ?? null, queuedS: t.waitedS,
     })),
     turns: turns.length,
     wakes: wakeTurns.length,
     byWake: by((t) => t.wake),
-    byPath: by((t) => (t.path === 'recompute' ? `recompute (${t.cause})` : t.path)),
+    byPath: by((t) => (t.path === 'recompute' ? `recompute (${t.cause})` : t.lookup === 'late' ? 'leased (late lookup)' : t.path)),
     byWakeAndPath: by((t) => `${t.wake} -> ${t.path}`),
     ttftS: {
       leased: percentiles(leased.map((t) => t.ttftS)),

@@ -10,7 +10,7 @@ export function formatReport(r) {
     `transformers engine replay: a CPU run of a randomly initialised Llama-architecture model (${r.engine.geometry}),`,
     `  ${r.engine.identity.profile}, ${r.engine.threads} torch threads, ${r.engine.identity.runtime}; it measures the mechanism`,
     `  and its costs on this host, not a GPU serving speedup.`,
-    `profile ${r.profile}, seed ${r.seed}, ${r.agents} agents, tool-call time x${r.timeScale} capped at ${r.maxWaitS} s, ${r.wallS.toFixed(1)} s wall`,
+    `profile ${r.profile}, seed ${r.seed}, ${r.agents} agents, tool-call time x${r.timeScale} capped at ${r.maxWaitS} s, ${r.wallS.toFixed(1)} s wall${r.lateLookup ? ', late lookup after a missed wake' : ''}`,
     `engine LRU ${mib(r.engine.cacheBudgetBytes)}, arena budget ${mib(r.storage.budgetBytes)}, ${r.engine.kvBytesPerToken} bytes of KV per token`,
     '',
     `waits ${sum(r.admissions)} (${counts(r.admissions)}); wakes ${r.wakes}`,

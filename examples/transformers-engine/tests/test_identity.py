@@ -75,6 +75,19 @@ class Identity(StorageCase, unittest.TestCase):
                 reply = self.server.turn(self.request(context, None, **identity))
                 self.assertEqual((reply["path"], reply["cachedTokens"]), ("recompute", 0))
 
+    def test_a_late_lookup_finds_only_the_prefixs_own_key(self) -> None:
+        for what, (context, identity) in self.variants.items():
+            with self.subTest(what):
+                request = self.request(context, None, **identity)
+                request.update(lookupTable=self.name, cause="preparing")
+                reply = self.server.turn(request)
+                self.assertEqual((reply["path"], reply["cause"], reply["cachedTokens"]), ("recompute", "preparing, then absent", 0))
+        request = self.request(self.context, None)
+        request["lookupTable"] = self.name
+        reply = self.server.turn(request)
+        self.assertEqual((reply["path"], reply.get("lookup"), reply["cachedTokens"]), ("leased", "late", len(self.context)))
+        self.assertEqual(self.producer.summary().pinned_slots, 0)
+
     def test_the_engine_refuses_digests_that_are_not_its_tokens_keys(self) -> None:
         request = self.request(self.context, None)
         request["keyHex"] = self.digest.hex()

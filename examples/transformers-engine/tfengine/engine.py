@@ -162,6 +162,8 @@ class Engine:
 #    "keyHex": the key of exactly these tokens' KV, "save": bool,
 #    "prefix": null | {"length": n, "keyHex": the key of tokens[:n]'s KV},
 #    "handoff": null | a lease's handoff token for the prefix, "decode": k, "check": bool,
+#    "lookupTable": null | a table to look the prefix up in when there is no token (the wake
+#    missed; with --late-lookup the orchestrator asks the engine to try again when it gets there),
 #    "holdPin": bool (tests: keep the pin until a {"op": "release"} line comes)}
 #   {"op": "exit"}
 #
@@ -202,10 +204,9 @@ class EngineServer:
         self.identity = model_identity(engine.geometry, engine.seed)
         self.out = out
 
-    def table(self, token: str) -> Any:
-        from waitprep import open_table, parse_handoff_token
+    def table_named(self, name: str) -> Any:
+        from waitprep import open_table
 
-        name = parse_handoff_token(token).table
         if name not in self.tables:
             self.tables[name] = open_table(name, "consumer")
         return self.tables[name]
@@ -227,6 +228,8 @@ class EngineServer:
         return key_digest(key_fields(self.identity, tokens, request["task"], request["namespace"], request["pageGeneration"])).hex()
 
     def turn(self, request: dict) -> dict:
+        from waitprep import parse_handoff_token
+
         from . import storage
 
         rid = request["id"]
@@ -249,40 +252,50 @@ class EngineServer:
         # The time to first token counts from here: the request is checked, the KV not yet found.
         start = time.perf_counter()
         try:
-            if prefix_hex is not None:
-                cache = self.engine.cache.take(prefix_hex)
-                if cache is not None:
-                    reply["path"] = "resident"
-                elif request.get("handoff"):
-                    table = self.table(request["handoff"])
-                    got = table.try_pin_exact(request["handoff"])
-                    if isinstance(got, str):
-                        self.say({"event": "handoff-miss", "id": rid, "reason": got})
-                        reply["path"], reply["cause"] = "recompute", f"handoff-{got}"
-                    elif got.digest.hex() != prefix_hex:
-                        got.close()
-                        raise ValueError(f"turn {rid}: the handoff token names {got.digest.hex()}, not the prefix's key {prefix_hex}")
-                    else:
-                        lease = got
-                        self.say({"event": "pinned", "id": rid})
-                        if request.get("holdPin"):
-                            self.wait_for_release()
-                        try:
-                            payload = storage.read_leased(table, lease)
-                        except storage.RecordError as error:
-                            reply["path"], reply["cause"] = "recompute", f"record-{error.reason}"
-                        else:
-                            reply["bytesRead"] = len(payload)
-                            cache = self.engine.decode_cache(payload)
-                            del payload
-                            reply["path"] = "leased"
-                        # The cache owns copies now (kvcodec.decode), so the pin goes before the
-                        # prefill. holdPin (above) keeps it until told: the lifetime tests' window.
-                        lease.close()
-                else:
-                    reply["path"], reply["cause"] = "recompute", request.get("cause", "no-lease")
-            else:
+            table = None
+            if prefix_hex is None:
                 reply["path"], reply["cause"] = "recompute", request.get("cause", "first-turn")
+            elif (cache := self.engine.cache.take(prefix_hex)) is not None:
+                reply["path"] = "resident"
+            elif request.get("handoff"):
+                table = self.table_named(parse_handoff_token(request["handoff"]).table)
+                got = table.try_pin_exact(request["handoff"])
+                if isinstance(got, str):
+                    self.say({"event": "handoff-miss", "id": rid, "reason": got})
+                    reply["path"], reply["cause"] = "recompute", f"handoff-{got}"
+                elif got.digest.hex() != prefix_hex:
+                    got.close()
+                    raise ValueError(f"turn {rid}: the handoff token names {got.digest.hex()}, not the prefix's key {prefix_hex}")
+                else:
+                    lease = got
+                    self.say({"event": "pinned", "id": rid})
+            elif request.get("lookupTable"):
+                # The wake missed; by the time the engine reaches the turn the unit may have
+                # published. A lookup by the prefix's own digest can only find the prefix's KV.
+                table = self.table_named(request["lookupTable"])
+                got = table.try_pin(bytes.fromhex(prefix_hex))
+                if isinstance(got, str):
+                    reply["path"], reply["cause"] = "recompute", f"{request.get('cause', 'no-lease')}, then {got}"
+                else:
+                    lease = got
+                    reply["lookup"] = "late"
+            else:
+                reply["path"], reply["cause"] = "recompute", request.get("cause", "no-lease")
+            if lease is not None:
+                if request.get("holdPin"):
+                    self.wait_for_release()
+                try:
+                    payload = storage.read_leased(table, lease)
+                except storage.RecordError as error:
+                    reply["path"], reply["cause"] = "recompute", f"record-{error.reason}"
+                else:
+                    reply["bytesRead"] = len(payload)
+                    cache = self.engine.decode_cache(payload)
+                    del payload
+                    reply["path"] = "leased"
+                # The cache owns copies now (kvcodec.decode), so the pin goes before the
+                # prefill. holdPin (above) keeps it until told: the lifetime tests' window.
+                lease.close()
             restore_s = time.perf_counter() - start
             result = self.engine.turn(tokens, cache, int(request.get("decode", 4)))
         finally:
