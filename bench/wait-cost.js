@@ -30,6 +30,7 @@
 //   ... -- --sizes 1024,16384                 choose the token counts
 import { ChunkChain, WaitCoordinator, artifactKey } from 'waitprep';
 import { nearestRank } from 'waitprep/trace';
+import { preparationTaskOf } from 'waitprep/testing';
 import { benchEnv, commandLine } from './common.js';
 
 const { flag, option } = commandLine();
@@ -71,20 +72,6 @@ function median(samples) {
 
 const us = (ns) => Math.round(ns / 100) / 10;
 
-/** The task PreparationDriver hands a worker for `work` (driver.ts taskOf, field for field). */
-function taskOf(work) {
-  const { key, target } = work;
-  return {
-    id: work.id,
-    keyHex: key.hex,
-    key: key.toFields(),
-    keyBytes: key.toBytes(),
-    readiness: work.readiness,
-    target: target === null ? null : { device: target.device, arena: BigInt(target.arena), arenaGeneration: BigInt(target.arenaGeneration) },
-    grant: { worker: work.grant.worker, grant: work.grant.grant },
-  };
-}
-
 /** Median ns of the hand-off of `key`'s unit, and the bytes of its key copy. */
 function handoff(key) {
   const c = coordinator(RUNS + WARM);
@@ -97,7 +84,7 @@ function handoff(key) {
     if (work === null) throw new Error('wait-cost: beginNext issued nothing');
     const cpu = process.cpuUsage();
     const t0 = process.hrtime.bigint();
-    const clone = structuredClone(taskOf(work));
+    const clone = structuredClone(preparationTaskOf(work));
     const t1 = process.hrtime.bigint();
     const spent = process.cpuUsage(cpu);
     if (clone.keyHex !== key.hex) throw new Error('wait-cost: the cloned task names another key');

@@ -445,7 +445,7 @@ function raise(flag: Int32Array, state: number): void {
  * and a SHA-256 per unit on every worker thread); `prepare` reads fields from
  * the plain form, and forwards or decodes the wire form when it needs a key.
  */
-function taskOf(work: IssuedWorkUnit): PreparationTask {
+export function taskOf(work: IssuedWorkUnit): PreparationTask {
   const { key, target } = work;
   return {
     id: work.id,
