@@ -13,7 +13,7 @@ import os
 import threading
 import time
 import unittest
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 import waitprep
 
@@ -51,6 +51,17 @@ class SharedHandles(unittest.TestCase):
                 if error.code != "ERR_KEY_EXISTS":  # the other evictor republished it first
                     raise
 
+        def check_held(held: List[Tuple[int, "waitprep.Lease"]]) -> Tuple[int, int]:
+            """(leases whose artifact is gone while held, leases whose slot lacks our pin bit)."""
+            evicted = no_bit = 0
+            for k, lease in held:
+                state, generation = consumer.slot_state(lease.slot)
+                if generation != lease.generation or state not in ("ready", "evicting") or lease.meta.location != k:
+                    evicted += 1
+                if bit not in consumer.pin_holders(lease.slot):
+                    no_bit += 1
+            return evicted, no_bit
+
         def guarded(fn: Callable[[int], None]) -> Callable[[int], None]:
             def run(i: int) -> None:
                 try:
@@ -70,12 +81,9 @@ class SharedHandles(unittest.TestCase):
                     lease = consumer.try_pin(digests[k])
                     if isinstance(lease, waitprep.Lease):
                         held.append((k, lease))
-                for k, lease in held:
-                    state, generation = consumer.slot_state(lease.slot)
-                    if generation != lease.generation or state not in ("ready", "evicting") or lease.meta.location != k:
-                        evicted += 1
-                    if bit not in consumer.pin_holders(lease.slot):
-                        no_bit += 1
+                e, b = check_held(held)
+                evicted += e
+                no_bit += b
                 for k, lease in reversed(held):
                     if not lease.close():
                         refused += 1
@@ -91,12 +99,9 @@ class SharedHandles(unittest.TestCase):
                 run = consumer.try_pin_prefix(digests[:4])
                 exact = consumer.try_pin_exact(run[0].handoff_token()) if len(run) else "absent"
                 held = [(k, lease) for k, lease in enumerate(run)] + ([(0, exact)] if isinstance(exact, waitprep.Lease) else [])
-                for k, lease in held:
-                    state, generation = consumer.slot_state(lease.slot)
-                    if generation != lease.generation or state not in ("ready", "evicting") or lease.meta.location != k:
-                        evicted += 1
-                    if bit not in consumer.pin_holders(lease.slot):
-                        no_bit += 1
+                e, b = check_held(held)
+                evicted += e
+                no_bit += b
                 if isinstance(exact, waitprep.Lease) and not exact.close():
                     refused += 1
                 if run.close() != len(run):

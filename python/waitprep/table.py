@@ -422,13 +422,17 @@ class Table:
                 return "invalid-target"
             target = _byref(record)
         out = WpLease()
-        status = self._wp_try_pin(handle, digest, target, _byref(out))
+        return self._pinned(self._wp_try_pin(handle, digest, target, _byref(out)), out, digest, device, "try_pin")
+
+    def _pinned(self, status: int, out: WpLease, digest: bytes, device: Optional[str], what: str, token: object = None) -> Union[Lease, str]:
+        """A pin call's answer: its Lease, its miss reason, or (any other status) the error, named
+        ``what(token)``, or ``what(digest hex)`` when no token is given."""
         if status == 0:
             return Lease(self, out, digest, "host" if device is None else "device")
         reason = MISS_REASON.get(status)
         if reason is not None:
             return reason
-        raise status_error(self._lib, status, "try_pin(%s)" % digest.hex())
+        raise status_error(self._lib, status, "%s(%s)" % (what, digest.hex() if token is None else token))
 
     def unpin(self, lease: Lease) -> bool:
         """``lease.close()``: True when this call released it."""
@@ -478,12 +482,7 @@ class Table:
             target = _byref(record)
         out = WpLease()
         status = self._later("wp_try_pin_exact")(handle, parsed.slot, parsed.generation, digest, target, _byref(out))
-        if status == 0:
-            return Lease(self, out, digest, "host" if device is None else "device")
-        reason = MISS_REASON.get(status)
-        if reason is not None:
-            return reason
-        raise status_error(self._lib, status, "try_pin_exact(%s)" % str(token))
+        return self._pinned(status, out, digest, device, "try_pin_exact", str(token))
 
     def try_pin_prefix(
         self,
