@@ -408,8 +408,8 @@ export class JsTableHandle implements TableHandle {
   }
 
   /** table.c bucket_of for the loaded digest: choice 0 or 1. */
-  private bucket(choice: number): number {
-    return choice === 0 || this.right === 0 ? bucketOf(this.want[0]!, this.left) : this.left + bucketOf(this.want[1]!, this.right);
+  private bucket(choice: number, words: Uint32Array = this.want): number {
+    return choice === 0 || this.right === 0 ? bucketOf(words[0]!, this.left) : this.left + bucketOf(words[1]!, this.right);
   }
 
   /** How many buckets a key may use: 2, or 1 in a one-bucket table (table.c choices_of). */
@@ -743,11 +743,11 @@ export class JsTableHandle implements TableHandle {
     const capacity = this.capacity;
     const want0 = want[0]!;
     const head = want0 | 0; // an int32, so the probe compares integers (see digestMatches)
-    const choices = this.right === 0 ? 1 : 2;
+    const choices = this.choices;
     let seen: number = STATUS.MISS_ABSENT;
     for (let choice = 0; choice < choices; choice++) {
-      const bucket = choice === 0 ? bucketOf(want0, this.left) : this.left + bucketOf(want[1]!, this.right);
-      const end = (bucket + 1) * PROBE_WINDOW < capacity ? (bucket + 1) * PROBE_WINDOW : capacity;
+      const bucket = this.bucket(choice, want);
+      const end = this.bucketEnd(bucket);
       for (let slot = bucket * PROBE_WINDOW; slot < end; slot++) {
         const base = SLOTS_U32 + slot * SLOT_U32; // the slot's first u32
         // A cheap rejection with a plain read: a slot whose first digest word differs does not

@@ -491,8 +491,7 @@ export class LeaseTable {
     if (handle === null) return MISS_CLOSED;
     let device: Uint8Array | null = null;
     if (readiness === 'device') {
-      const target = (want as { target: unknown }).target;
-      device = target !== OBJECT_PROTOTYPE.target || Object.hasOwn(want, 'target') ? encodedTarget(target) : null;
+      device = targetOf(want);
       if (device === null) return MISS_INVALID_TARGET;
     }
     const status = handle.tryPin(digest, device, keyDigestWords(key));

@@ -204,8 +204,9 @@ typedef struct {
  *   wp_try_pin_prefix and wp_unpin_many for each lease in turn, do the same; wp_peek takes no lock.
  * - The producer's calls (wp_reserve, wp_publish, wp_abandon, wp_try_evict,
  *   wp_record_device_write) each run whole under the handle's producer lock.
- * - Both locks are private to the process and held for a bounded few instructions; a waiter spins,
- *   then yields. Between processes the table stays lock-free.
+ * - Both locks are private to the process and held for a bounded few instructions (and a realloc
+ *   when a handle's lease records grow); a waiter spins, then yields. Between processes the table
+ *   stays lock-free.
  * - wp_reap_dead_clients, wp_summarize and the introspection calls may run on any thread at any
  *   time. wp_close must be the handle's last call: no other thread may be inside, or enter, a call
  *   on the handle once it starts.

@@ -732,18 +732,24 @@ static uint32_t record_seed(const wp_table *t) {
   return (uint32_t)x;
 }
 
-static inline __attribute__((always_inline)) int lease_acquire(wp_table *t, uint32_t slot, uint64_t *token) {
-  if (t->lease_free == UINT32_MAX) {
-    uint32_t cap = t->lease_cap ? t->lease_cap * 2 : 256;
-    lease_record *grown = realloc(t->leases, (size_t)cap * sizeof *grown);
-    if (grown == NULL) return WP_ERR_NO_MEMORY;
-    for (uint32_t i = t->lease_cap; i < cap; i++) {
-      grown[i] = (lease_record){0, t->record_seed, i + 1 < cap ? i + 1 : UINT32_MAX, 0};
-    }
-    t->leases = grown;
-    t->lease_free = t->lease_cap;
-    t->lease_cap = cap;
+/* Doubles the lease records when none is free: the one allocation a pin can make, kept out of
+ * line (cold) so the pin's fast path stays small. Runs under consumer_lock, which other threads
+ * of the handle then wait on for the realloc (waitprep.h, "Threads"). */
+static __attribute__((noinline, cold)) int lease_grow(wp_table *t) {
+  uint32_t cap = t->lease_cap ? t->lease_cap * 2 : 256;
+  lease_record *grown = realloc(t->leases, (size_t)cap * sizeof *grown);
+  if (grown == NULL) return WP_ERR_NO_MEMORY;
+  for (uint32_t i = t->lease_cap; i < cap; i++) {
+    grown[i] = (lease_record){0, t->record_seed, i + 1 < cap ? i + 1 : UINT32_MAX, 0};
   }
+  t->leases = grown;
+  t->lease_free = t->lease_cap;
+  t->lease_cap = cap;
+  return WP_OK;
+}
+
+static inline __attribute__((always_inline)) int lease_acquire(wp_table *t, uint32_t slot, uint64_t *token) {
+  if (t->lease_free == UINT32_MAX && lease_grow(t) != WP_OK) return WP_ERR_NO_MEMORY;
   uint32_t index = t->lease_free;
   lease_record *r = &t->leases[index];
   t->lease_free = r->next_free;
