@@ -54,8 +54,9 @@ def main(argv: List[str]) -> int:
 
     name = "wp-bench-prefix-%d" % os.getpid()
     producer = waitprep.create_table(name, max(4 * args.chunks, 16))
-    consumer = waitprep.open_table(name)
+    consumer = None
     try:
+        consumer = waitprep.open_table(name)
         chunks = [hashlib.sha256(b"chunk-%d" % i).digest() for i in range(args.chunks)]
         for d in chunks:
             producer.publish(producer.reserve(d), 4096, 0, 0, 1, 1)
@@ -105,7 +106,8 @@ def main(argv: List[str]) -> int:
         if leaked:
             raise SystemExit("%d pins left held after the bench" % leaked)
     finally:
-        consumer.close()
+        if consumer is not None:
+            consumer.close()
         producer.close()
         waitprep.unlink_table(name)
 

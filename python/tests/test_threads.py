@@ -164,3 +164,29 @@ class SharedHandles(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@needs_library
+class ConcurrentClose(unittest.TestCase):
+    def test_threads_closing_one_table_at_once_close_its_handle_once(self) -> None:
+        # Without Table.close's lock, two closers could both take the live handle and pass it to
+        # wp_close twice (a double free in C, which shows as a crash of this process).
+        name = table_name("close")
+        producer = waitprep.create_table(name, 16)
+        self.addCleanup(waitprep.unlink_table, name)
+        self.addCleanup(producer.close)
+        for _ in range(200):
+            table = waitprep.open_table(name)
+            start = threading.Barrier(4)
+
+            def closer() -> None:
+                start.wait()
+                table.close()
+
+            threads = [threading.Thread(target=closer) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertTrue(table.closed)
+        self.assertEqual(producer.summary().clients.active, 1)  # every consumer's entry was freed, once

@@ -2,7 +2,7 @@
 
 Field for field the C layout (natural alignment, x86-64 / aarch64 Linux); the asserts at the end
 pin every size and the offsets a mistake would move. The library is checked against this at load
-(ABI version and every status number, see _library.py).
+(ABI version and every status number, see library.py).
 """
 
 from __future__ import annotations
@@ -208,11 +208,6 @@ SIGNATURES = {
     "wp_check_segment": (ctypes.c_int, [_VOIDP, _P(ctypes.c_uint64)]),
     "wp_summarize": (ctypes.c_int, [_VOIDP, _P(WpSummary)]),
     "wp_pin_loop": (ctypes.c_uint64, [_VOIDP, _DIGEST, ctypes.c_uint64]),
-}
-
-#: Functions added within ABI 3 (handoff, prefix lookup, peek): typed when the library has them; a
-#: library built before them still loads, and the methods that need one say it is missing.
-LATER_SIGNATURES = {
     "wp_try_pin_exact": (ctypes.c_int, [_VOIDP, ctypes.c_uint32, ctypes.c_uint64, _DIGEST, _P(WpDeviceRecord), _P(WpLease)]),
     "wp_try_pin_prefix": (ctypes.c_int, [_VOIDP, ctypes.c_char_p, ctypes.c_uint32, _P(WpDeviceRecord), _P(WpLease)]),
     "wp_unpin_many": (ctypes.c_int, [_VOIDP, _P(WpLease), ctypes.c_uint32]),

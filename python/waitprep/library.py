@@ -104,11 +104,6 @@ def _load(real: str, label: str) -> ctypes.CDLL:
                 raise WaitprepError("ERR_NATIVE_UNAVAILABLE", "%s has no %s: not a libwaitprep.so of ABI %d" % (label, name, _abi.ABI_VERSION)) from None
             fn.restype = restype
             fn.argtypes = argtypes
-        for name, (restype, argtypes) in _abi.LATER_SIGNATURES.items():
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.restype = restype
-                fn.argtypes = argtypes
         version = lib.wp_abi_version()
         if version != _abi.ABI_VERSION:
             raise WaitprepError(

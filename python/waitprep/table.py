@@ -32,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 from . import _abi
@@ -305,8 +306,6 @@ class LeaseRun(Sequence[Lease]):
         lease = self._leases[index]
         if lease is None:
             lease = Lease(self._table, self._raw[index], self._digests[32 * index : 32 * index + 32], self._readiness)  # type: ignore[arg-type]
-            if self._table is None:
-                lease._table = None
             self._leases[index] = lease
         return lease
 
@@ -356,6 +355,7 @@ class Table:
     def __init__(self, lib: ctypes.CDLL, handle: ctypes.c_void_p, name: str, role: Role) -> None:
         self._lib = lib
         self._handle: Optional[ctypes.c_void_p] = handle
+        self._close_lock = threading.Lock()  # so two closes never both pass the live handle to wp_close
         #: The table's name (``/dev/shm/<name>``).
         self.name = name
         #: 'producer' or 'consumer'.
@@ -384,9 +384,11 @@ class Table:
         return handle
 
     def close(self) -> None:
-        """Releases every pin this client holds, gives up the producer role, unregisters. Idempotent.
-        No other thread may be inside, or enter, a call on this table once it starts."""
-        handle, self._handle = self._handle, None
+        """Releases every pin this client holds, gives up the producer role, unregisters. Idempotent,
+        also when two threads close at once (only one closes the C handle). No other thread may be
+        inside, or enter, a pin, unpin or other call on this table once it starts."""
+        with self._close_lock:
+            handle, self._handle = self._handle, None
         if handle is not None:
             self._lib.wp_close(handle)
 
@@ -440,12 +442,6 @@ class Table:
             raise invalid("lease", "a Lease from try_pin()", lease)
         return lease.close()
 
-    def _later(self, name: str) -> Any:
-        fn = getattr(self._lib, name, None)
-        if fn is None:
-            raise WaitprepError("ERR_NATIVE_UNAVAILABLE", "%s: this libwaitprep.so predates it; rebuild the library (npm install, or npm run build:native)" % name)
-        return fn
-
     def try_pin_exact(
         self,
         token: Union[str, HandoffToken],
@@ -481,7 +477,7 @@ class Table:
                 return "invalid-target"
             target = _byref(record)
         out = WpLease()
-        status = self._later("wp_try_pin_exact")(handle, parsed.slot, parsed.generation, digest, target, _byref(out))
+        status = self._lib.wp_try_pin_exact(handle, parsed.slot, parsed.generation, digest, target, _byref(out))
         return self._pinned(status, out, digest, device, "try_pin_exact", str(token))
 
     def try_pin_prefix(
@@ -520,7 +516,7 @@ class Table:
             target = _byref(record)
         handle = self._h("try_pin_prefix")
         leases = (WpLease * n)()
-        run = self._later("wp_try_pin_prefix")(handle, packed, n, target, leases)
+        run = self._lib.wp_try_pin_prefix(handle, packed, n, target, leases)
         if run < 0:
             raise status_error(self._lib, -run, "try_pin_prefix(%d digests)" % n)
         return LeaseRun(self, leases, packed, run, "host" if device is None else "device")
@@ -546,7 +542,7 @@ class Table:
         handle = self._handle
         if handle is None or not held:
             return 0
-        released = self._later("wp_unpin_many")(handle, raw, len(held))
+        released = self._lib.wp_unpin_many(handle, raw, len(held))
         if released < 0:
             raise status_error(self._lib, -released, "unpin_many(%d leases)" % len(held))
         return released
@@ -560,7 +556,7 @@ class Table:
         handle = self._handle
         if handle is None:
             return "table-closed"
-        status = self._later("wp_peek")(handle, digest)
+        status = self._lib.wp_peek(handle, digest)
         if status == 0:
             return "ready"
         reason = MISS_REASON.get(status)
