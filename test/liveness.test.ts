@@ -288,6 +288,9 @@ describe('selfThread and judgeThread: an entry that names an OS thread of this p
 import { readlinkSync } from 'node:fs';
 import { selfThread } from './liveness.js';
 const t = selfThread();
+// Stay until terminated: a worker that ran out of work would end its thread, and its /proc entry
+// with it, before the test has read the entry.
+parentPort.on('message', () => {});
 parentPort.postMessage({ tid: t.tid, startTime: String(t.startTime), link: readlinkSync('/proc/thread-self') });
 `);
     try {
