@@ -18,6 +18,7 @@ import re
 import struct
 from typing import NamedTuple, Optional, Union
 
+from ._ints import is_int, is_u64
 from .errors import invalid
 
 __all__ = [
@@ -64,7 +65,6 @@ _HEADER = struct.Struct("<4sHH32sQQ24sQQ")
 _FORMAT = re.compile(r"^[\x21-\x7e]{1,24}$")
 _ARENA_FILE = re.compile(r"^(0|[1-9][0-9]{0,4})\.wpa$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$")
-_U64_MAX = 2**64 - 1
 assert _HEADER.size == ARENA_RECORD_HEADER_BYTES
 
 
@@ -94,10 +94,6 @@ class Mismatch(NamedTuple):
     message: str
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def record_checksum(payload: Union[bytes, bytearray, memoryview]) -> int:
     """The first 8 bytes of the payload's SHA-256 as a big-endian u64: the record's and the meta's checksum."""
     return int.from_bytes(hashlib.sha256(payload).digest()[:8], "big")
@@ -105,16 +101,16 @@ def record_checksum(payload: Union[bytes, bytearray, memoryview]) -> int:
 
 def arena_location(arena: int, offset: int) -> int:
     """``location`` for the record at byte ``offset`` of arena ``arena``."""
-    if not _is_int(arena) or not 0 <= arena <= MAX_ARENA_INDEX:
+    if not is_int(arena) or not 0 <= arena <= MAX_ARENA_INDEX:
         raise invalid("arena", "an integer in [0, %d]" % MAX_ARENA_INDEX, arena)
-    if not _is_int(offset) or not 0 <= offset <= MAX_ARENA_OFFSET:
+    if not is_int(offset) or not 0 <= offset <= MAX_ARENA_OFFSET:
         raise invalid("offset", "an integer in [0, 2^48-1]", offset)
     return (arena << ARENA_OFFSET_BITS) | offset
 
 
 def split_location(location: int) -> "tuple[int, int]":
     """(arena, offset) of a ``location``."""
-    if not _is_int(location) or not 0 <= location <= _U64_MAX:
+    if not is_u64(location):
         raise invalid("location", "a u64", location)
     return location >> ARENA_OFFSET_BITS, location & MAX_ARENA_OFFSET
 
@@ -128,7 +124,7 @@ def arena_directory(table_name: str, root: str = DEFAULT_ARENA_ROOT) -> str:
 
 def arena_path(table_name: str, arena: int, root: str = DEFAULT_ARENA_ROOT) -> str:
     """The file of arena ``arena`` of table ``table_name``: ``<root>/<table_name>-arena/<arena>.wpa``."""
-    if not _is_int(arena) or not 0 <= arena <= MAX_ARENA_INDEX:
+    if not is_int(arena) or not 0 <= arena <= MAX_ARENA_INDEX:
         raise invalid("arena", "an integer in [0, %d]" % MAX_ARENA_INDEX, arena)
     return os.path.join(arena_directory(table_name, root), "%d.wpa" % arena)
 
@@ -146,7 +142,7 @@ def _digest(field: str, value: object) -> bytes:
 
 
 def _u64(field: str, value: object) -> int:
-    if not _is_int(value) or not 0 <= value <= _U64_MAX:  # type: ignore[operator]
+    if not is_u64(value):
         raise invalid(field, "a u64", value)
     return value  # type: ignore[return-value]
 

@@ -20,6 +20,7 @@ import sys
 from array import array
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
+from ._ints import U32_MAX, is_int, is_u64
 from .errors import WaitprepError, invalid
 from .key import InvalidKeyError
 
@@ -49,8 +50,6 @@ MAX_CHUNK_TOKENS = 1 << 20
 _MAGIC = b"WPK1"
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_U32_MAX = 2**32 - 1
-_U64_MAX = 2**64 - 1
 _TP_MAX = 65536
 _PROFILE_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:+-/")
 _BIG_ENDIAN = sys.byteorder == "big"
@@ -71,10 +70,6 @@ class Profile(NamedTuple):
     layout: str
     tp_degree: int
     rank: int
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def chunk_profile(profile: Union[Profile, Mapping[str, object]]) -> str:
@@ -99,10 +94,10 @@ def chunk_profile(profile: Union[Profile, Mapping[str, object]]) -> str:
             raise invalid("profile." + name, "1-64 of A-Z a-z 0-9 _ . : + - /", value)
         words[name] = value
     tp = parts.get("tp_degree")
-    if not _is_int(tp) or not 1 <= tp <= _TP_MAX:  # type: ignore[operator]
+    if not is_int(tp) or not 1 <= tp <= _TP_MAX:  # type: ignore[operator]
         raise invalid("profile.tp_degree", "an integer in [1, %d]" % _TP_MAX, tp)
     rank = parts.get("rank")
-    if not _is_int(rank) or not 0 <= rank < tp:  # type: ignore[operator]
+    if not is_int(rank) or not 0 <= rank < tp:  # type: ignore[operator]
         raise invalid("profile.rank", "an integer in [0, %d] (below tp_degree)" % (tp - 1), rank)  # type: ignore[operator]
     return "dtype=%s,layout=%s,tp=%d,rank=%d" % (words["dtype"], words["layout"], tp, rank)
 
@@ -117,7 +112,7 @@ def _key_string(field: str, value: object, allow_empty: bool = False) -> bytes:
 
 
 def _key_u64(field: str, value: object) -> int:
-    if not _is_int(value) or not 0 <= value <= _U64_MAX:  # type: ignore[operator]
+    if not is_u64(value):
         raise InvalidKeyError(field, "a non-negative integer (at most 2^64-1)", value)
     return value  # type: ignore[return-value]
 
@@ -226,7 +221,7 @@ def _token_bytes(tokens: Tokens) -> bytes:
         except (OverflowError, TypeError):
             # Names the token array() refused; a bool is an int to array(), so it is to this check too.
             for i, token in enumerate(tokens):
-                if not isinstance(token, int) or not 0 <= token <= _U32_MAX:
+                if not isinstance(token, int) or not 0 <= token <= U32_MAX:
                     raise InvalidKeyError("tokens[%d]" % i, "an integer token in [0, 2^32-1]", token) from None
             raise
     if _BIG_ENDIAN:
@@ -267,7 +262,7 @@ class ChunkChain:
         codec_config: str = "none",
         representation_version: int = 1,
     ) -> None:
-        if not _is_int(chunk_tokens) or not 1 <= chunk_tokens <= MAX_CHUNK_TOKENS:
+        if not is_int(chunk_tokens) or not 1 <= chunk_tokens <= MAX_CHUNK_TOKENS:
             raise invalid("chunk_tokens", "an integer in [1, %d]" % MAX_CHUNK_TOKENS, chunk_tokens)
         self.chunk_tokens = chunk_tokens
         #: The ``source.profile`` string every chunk carries (:func:`chunk_profile`).

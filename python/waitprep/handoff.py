@@ -18,13 +18,13 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from ._ints import U32_MAX
 from .errors import invalid
 
 __all__ = ["HandoffToken", "format_handoff_token", "parse_handoff_token"]
 
 _TOKEN = re.compile(r"wp1:([A-Za-z0-9_-][A-Za-z0-9._-]{0,199}):(0|[1-9][0-9]{0,9}):(0|[1-9][0-9]{0,16}):([0-9a-f]{64})")
 _EXPECTED = "a handoff token 'wp1:<table>:<slot>:<generation>:<64 lowercase hex digest>' from lease.handoff_token()"
-_U32_MAX = 2**32 - 1
 _GENERATION_LIMIT = 1 << 56
 
 
@@ -54,6 +54,6 @@ def parse_handoff_token(token: object) -> HandoffToken:
     if match is None:
         raise invalid("token", _EXPECTED, token)
     slot, generation = int(match.group(2)), int(match.group(3))
-    if slot > _U32_MAX or generation >= _GENERATION_LIMIT:
+    if slot > U32_MAX or generation >= _GENERATION_LIMIT:
         raise invalid("token", _EXPECTED + ", slot at most 2^32-1 and generation below 2^56", token)
     return HandoffToken(match.group(1), slot, generation, bytes.fromhex(match.group(4)))

@@ -39,6 +39,7 @@ import struct
 from array import array
 from typing import Any, Dict, List, Mapping, Tuple
 
+from ._ints import U32_MAX, is_u32, is_u64
 from .errors import WaitprepError, describe as _describe
 
 __all__ = ["InvalidKeyError", "encode", "digest", "from_json", "MAGIC", "TAGS", "KeyFields"]
@@ -79,8 +80,6 @@ _SOURCE_STRING_FIELDS = (
 )
 _SOURCE_FIELDS = frozenset(_SOURCE_STRING_FIELDS + ("tokenLayout", "extra"))
 _TOP_FIELDS = frozenset(("source", "sourcePageGeneration", "codec", "codecConfig", "representationVersion"))
-_U32_MAX = 2**32 - 1
-_U64_MAX = 2**64 - 1
 _SAFE_MAX = 2**53 - 1
 
 
@@ -89,10 +88,6 @@ class InvalidKeyError(WaitprepError, ValueError):
 
     def __init__(self, field: str, expected: str, got: object) -> None:
         super().__init__("ERR_INVALID_KEY", "Expected `%s` to be %s, got %s" % (field, expected, _describe(got)), field=field)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _identity_string(field: str, value: object, allow_empty: bool = False) -> str:
@@ -104,8 +99,8 @@ def _identity_string(field: str, value: object, allow_empty: bool = False) -> st
 
 
 def _u64(field: str, value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _U64_MAX:
-        return value
+    if is_u64(value):
+        return value  # type: ignore[return-value]
     # An integral float is what a JavaScript number is; it must be a safe integer there.
     if isinstance(value, float) and value.is_integer() and 0 <= value <= _SAFE_MAX:
         return int(value)
@@ -121,16 +116,16 @@ def _token_layout(value: object) -> List[int]:
         for i, token in enumerate(value):
             if isinstance(token, float) and token.is_integer():
                 token = int(token)
-            if not _is_int(token) or not 0 <= token <= _U32_MAX:
+            if not is_u32(token):
                 raise InvalidKeyError("%s[%d]" % (field, i), "an integer token in [0, 2^32-1]", token)
             tokens.append(token)
     else:
         raise InvalidKeyError(field, "a list of non-negative integers", value)
     if not tokens:
         raise InvalidKeyError(field, "a non-empty token layout", value)
-    if any(t > _U32_MAX for t in tokens):
+    if any(t > U32_MAX for t in tokens):
         raise InvalidKeyError(field, "uint32 tokens", value)
-    if len(tokens) * 4 > _U32_MAX:
+    if len(tokens) * 4 > U32_MAX:
         raise InvalidKeyError(field, "at most 2^30-1 tokens", value)
     return tokens
 
@@ -174,7 +169,7 @@ def _validate(fields: object) -> Dict[str, Any]:
 
 
 def _field(tag: int, payload: bytes) -> bytes:
-    if len(payload) > _U32_MAX:
+    if len(payload) > U32_MAX:
         raise InvalidKeyError("field 0x%02x" % tag, "at most 2^32-1 encoded bytes", "%d bytes" % len(payload))
     return struct.pack("<BI", tag, len(payload)) + payload
 

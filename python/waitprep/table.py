@@ -36,6 +36,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 from . import _abi
+from ._ints import is_u32, is_u64
 from ._abi import MISS_REASON, WpDeviceRecord, WpLease, WpMeta, WpOpenOptions, WpReservation, WpSummary
 from .errors import WaitprepError, invalid, with_errno
 from .handoff import HandoffToken, format_handoff_token, parse_handoff_token
@@ -64,8 +65,6 @@ __all__ = [
     "MISS_REASONS",
 ]
 
-_U32_MAX = 2**32 - 1
-_U64_MAX = 2**64 - 1
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _GPU_UUID = re.compile(r"GPU-([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{12})")
 _byref = ctypes.byref
@@ -136,13 +135,13 @@ def _digest(value: object) -> bytes:
 
 
 def _u64(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
+    if not is_u64(value):
         raise invalid(field, "an integer in [0, 2^64-1]", value)
-    return value
+    return value  # type: ignore[return-value]
 
 
 def _u32(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U32_MAX:
+    if not is_u32(value):
         raise invalid(field, "an integer in [0, 2^32-1]", value)
     return value
 
@@ -167,7 +166,7 @@ def _target(device: object, arena: object, arena_generation: object) -> Optional
     if match is None:
         return None
     for value in (arena, arena_generation):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
+        if not is_u64(value):
             return None
     record = WpDeviceRecord()
     ctypes.memmove(record.device_uuid, bytes.fromhex("".join(match.groups())), 16)
@@ -183,8 +182,8 @@ def _reservation(value: object) -> WpReservation:
         slot, generation = value  # type: ignore[misc]
     except (TypeError, ValueError):
         raise invalid("reservation", "the Reservation (slot, generation) that reserve() returned", value) from None
-    slot_ok = isinstance(slot, int) and not isinstance(slot, bool) and 0 <= slot <= _U32_MAX
-    generation_ok = isinstance(generation, int) and not isinstance(generation, bool) and 0 <= generation <= _U64_MAX
+    slot_ok = is_u32(slot)
+    generation_ok = is_u64(generation)
     if not (slot_ok and generation_ok):
         raise invalid("reservation", "a Reservation from reserve() (slot a u32, generation a u64)", value)
     return WpReservation(slot, generation)
