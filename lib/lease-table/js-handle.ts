@@ -820,15 +820,17 @@ export class JsTableHandle implements TableHandle {
     out32[15] = 0;
   }
 
-  unpin(slot: number, index: number, gen: number): void {
-    if (this.closed) return;
-    if (!(index < this.leaseCap)) return;
-    if (!this.leaseLive[index] || this.leaseGen[index] !== gen || this.leaseSlot[index] !== slot) return; // closed before, or not ours
+  /** True when it released a lease; false for one closed before, or not this handle's (wp_unpin's WP_STALE). */
+  unpin(slot: number, index: number, gen: number): boolean {
+    if (this.closed) return false;
+    if (!(index < this.leaseCap)) return false;
+    if (!this.leaseLive[index] || this.leaseGen[index] !== gen || this.leaseSlot[index] !== slot) return false; // closed before, or not ours
     this.leaseLive[index] = 0;
     this.leaseGen[index] = (gen + 1) >>> 0;
     this.leaseNext[index] = this.leaseFree;
     this.leaseFree = index;
     if (--this.pins[slot]! === 0) Atomics.and(this.u32, SLOTS_U32 + slot * SLOT_U32 + MASK_U32 + this.bitHalf, this.notBit32);
+    return true;
   }
 
   /**
@@ -890,13 +892,7 @@ export class JsTableHandle implements TableHandle {
   unpinMany(tokens: Uint32Array, n: number): number {
     if (this.closed || !Number.isInteger(n) || n < 0 || tokens.length < n * 3) return -STATUS.ERR_INVALID_ARGUMENT;
     let released = 0;
-    for (let i = 0, w = 0; i < n; i++, w += 3) {
-      const slot = tokens[w]!;
-      const index = tokens[w + 1]!;
-      // unpin's own test of a live record, made first only to count: unpin stays as the wake path has it.
-      if (index < this.leaseCap && this.leaseLive[index] && this.leaseGen[index] === tokens[w + 2] && this.leaseSlot[index] === slot) released++;
-      this.unpin(slot, index, tokens[w + 2]!);
-    }
+    for (let w = 0; w < n * 3; w += 3) if (this.unpin(tokens[w]!, tokens[w + 1]!, tokens[w + 2]!)) released++;
     return released;
   }
 
