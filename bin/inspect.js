@@ -9,7 +9,7 @@
 // process cannot judge: another pid or time namespace, or our own namespace unknown; no reap
 // from here touches it) or 'unknown' (a reap by an unregistered reaper, never taken over).
 //
-// `waitprep clean [<table>...] [--dry-run] [--json]` removes what crashes leave behind: tables
+// `waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]` removes what crashes leave behind: tables
 // whose every client, the producer included, is judged dead by the same rule, and the demo's
 // arena and socket named after them. It is a command of its own, not an option of reap, because
 // reap repairs one table that stays in use, while clean scans /dev/shm and deletes files.
@@ -76,6 +76,11 @@ function inspectArgs(command, args) {
   }
   const problem = shmPathProblem(command, names[0]);
   if (problem !== null) throw problem;
+  return { name: names[0], json: values.json === true, trust: trustOf(command, values) };
+}
+
+/** The `options.trust` that `--trust-uid UID` and `--trust-group-writable` ask for (inspect, reap, clean). */
+function trustOf(command, values) {
   const trust = {};
   if (values['trust-uid'] !== undefined) {
     if (!/^\d{1,10}$/.test(values['trust-uid']) || Number(values['trust-uid']) > 0xffff_ffff) {
@@ -84,7 +89,7 @@ function inspectArgs(command, args) {
     trust.uid = Number(values['trust-uid']);
   }
   if (values['trust-group-writable'] === true) trust.groupWritable = true;
-  return { name: names[0], json: values.json === true, trust };
+  return trust;
 }
 
 /** What the segment's first bytes say, for a refusal message: another ABI version, or no table at all. */
@@ -116,9 +121,8 @@ function openForOperator(command, name, trust = {}) {
         throw new CommandError(EXIT.BAD_SEGMENT, code,
           `refusing /dev/shm/${name}: ERR_BAD_SEGMENT, not a lease table of this ABI (corrupt, truncated or foreign); ${describeForeignSegment(name)}`);
       case 'ERR_UNTRUSTED_SEGMENT':
-        throw new CommandError(EXIT.ERROR, code, command === 'clean'
-          ? error.message
-          : `${error.message}. For a table shared across users on purpose: waitprep ${command} ${name} --trust-uid <owner uid> [--trust-group-writable]`);
+        throw new CommandError(EXIT.ERROR, code,
+          `${error.message}. For a table shared across users on purpose: waitprep ${command} ${name} --trust-uid <owner uid> [--trust-group-writable]`);
       case 'ERR_NO_CLIENT_SLOT':
         throw new CommandError(EXIT.ERROR, code, `${JSON.stringify(name)}: all 64 client entries are held by live clients, so this command cannot register to look`);
       case 'ERR_NATIVE_UNAVAILABLE':
@@ -433,11 +437,11 @@ function removeDemoSocket(name) {
  * producer that closed may reopen it). The name is unlinked while our entry is still registered,
  * which keeps the window in which a new client could attach to a name about to go as short as it can be.
  */
-function cleanOne(name, dryRun) {
+function cleanOne(name, dryRun, trust) {
   const path = `${SHM}/${name}`;
   let table;
   try {
-    table = openForOperator('clean', name);
+    table = openForOperator('clean', name, trust);
   } catch (error) {
     return { table: name, path, removed: false, reason: error.message, code: error.code, exit: error.exit };
   }
@@ -487,8 +491,10 @@ function cleanOne(name, dryRun) {
   return outcome;
 }
 
+const CLEAN_USAGE = 'waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]';
+
 function parseCleanArgs(args) {
-  const { values, names } = commandArgs(args, ['json', 'dry-run'], 'waitprep clean [<table>...] [--dry-run] [--json]');
+  const { values, names } = commandArgs(args, ['json', 'dry-run', 'trust-group-writable'], CLEAN_USAGE, ['trust-uid']);
   const json = values.json === true;
   const dryRun = values['dry-run'] === true;
   const bad = names.find((n) => !isTableName(n));
@@ -497,7 +503,7 @@ function parseCleanArgs(args) {
     if (problem !== null) throw problem;
     throw new CommandError(EXIT.USAGE, 'ERR_USAGE', `${JSON.stringify(bad)} is not a table name (1-200 of A-Z a-z 0-9 . _ -, not starting with a dot)`);
   }
-  return { names, json, dryRun };
+  return { names, json, dryRun, trust: trustOf('clean', values) };
 }
 
 function cleanHuman(r) {
@@ -543,7 +549,7 @@ export function clean(args) {
       const path = `${SHM}/${name}`;
       const header = headerOf(path);
       if (header.kind === 'table') {
-        results.push(cleanOne(name, parsed.dryRun));
+        results.push(cleanOne(name, parsed.dryRun, parsed.trust));
       } else if (scanned) {
         if (header.kind === 'other-abi') results.push({ table: name, path, removed: false, reason: `${header.why}: never judged or removed by this waitprep`, code: 'ERR_BAD_SEGMENT', exit: EXIT.BAD_SEGMENT });
         else if (header.kind === 'not-table') notTables.push(name);

@@ -33,7 +33,7 @@ commands:
                             and producer; this inspector's own client entry is left out
   reap <table> [--json]     release the pins and entries of dead clients (and a dead
                             producer's role), and say which
-  clean [<table>...] [--dry-run] [--json]
+  clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]
                             remove the tables in /dev/shm (or those named) whose producer and
                             every client are dead, with the demo's arena and socket named after
                             them; only files with the waitprep magic; says what it removed and kept
@@ -67,11 +67,14 @@ that stays in use, and says which. --json prints one JSON object. --trust-uid an
 ${TABLE_NAME}
 
 ${EXIT_CODES}`,
-  clean: `usage: waitprep clean [<table>...] [--dry-run] [--json]
+  clean: `usage: waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]
 
 Removes the lease tables in /dev/shm (or only those named) whose producer and every client are
 dead, with the demo's arena and socket named after them. Only files with the waitprep magic and
 this ABI are judged; it says what it removed and what it kept, and why. --dry-run removes nothing.
+A table is opened only when it is owned by this user and writable by nobody else (as for
+inspect); --trust-uid UID also accepts tables owned by UID, --trust-group-writable group-writable
+ones.
 
 ${TABLE_NAME}
 

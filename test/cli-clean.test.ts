@@ -6,7 +6,7 @@
 // this file never removes what other test files running beside it left for a moment.
 // The CLI imports the package by name (dist/): run `npm run build` first.
 import { fork, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -191,7 +191,29 @@ describe.runIf(runsIf('waitprep clean (native: the JavaScript fallback leaves no
     expect(existsSync(arena)).toBe(true);
   });
 
+  it('opens only a table it trusts, and --trust-group-writable widens that as for inspect', async () => {
+    const name = tableName();
+    const producer = open({ name, role: 'producer', create: { capacity: 64 } });
+    producer.publish(producer.reserve(artifactKey(keyFields(0))), publicationMeta(0, 1));
+    producer.close();
+    const consumer = await pinningConsumer(name);
+    await kill(consumer.child, consumer.exited);
+    chmodSync(`/dev/shm/${name}`, 0o660);
+
+    let run = cliJson([name]);
+    expect(run.status, run.stderr).toBe(5);
+    expect(run.report.results[0]).toMatchObject({ table: name, removed: false, code: 'ERR_UNTRUSTED_SEGMENT' });
+    expect(run.report.results[0].reason).toContain('--trust-group-writable');
+    expect(existsSync(`/dev/shm/${name}`)).toBe(true);
+
+    run = cliJson([name, '--trust-group-writable']);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.report.results[0]).toMatchObject({ table: name, removed: true, deadClients: [{ pid: consumer.pid }] });
+    expect(existsSync(`/dev/shm/${name}`)).toBe(false);
+  });
+
   it('refuses bad usage with exit 2', () => {
+    expect(cliJson(['--trust-uid', 'root']).status).toBe(2);
     expect(cliJson(['--bogus']).status).toBe(2);
     expect(cliJson(['.hidden']).status).toBe(2);
   });
