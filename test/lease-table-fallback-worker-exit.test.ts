@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { artifactKey, openLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
+import { judgeInspection } from '../lib/lease-table/inspect.js';
 import { selfThread } from '../lib/lease-table/liveness.js';
 import { KEY_COUNT, keyFields, publicationMeta } from './fixtures/lease-stress-common.mjs';
 import { threadReleased } from './fixtures/os-thread.mjs';
@@ -113,4 +114,40 @@ describe.runIf(runsIf('JS lease table: terminated worker_threads', PROC_THREAD))
       producer.close();
     }
   }, 600_000);
+
+  it('inspect() judges a terminated worker\'s entry dead by its OS thread, as the reaper does, before any reap', async () => {
+    const producer = openLeaseTable({ name: `wp-fallback-inspect-${process.pid}`, role: 'producer', create: { capacity: 64 }, implementation: 'js' });
+    try {
+      const keys = [0, 1].map((k) => artifactKey(keyFields(k)));
+      keys.forEach((key, k) => producer.publish(producer.reserve(key), publicationMeta(k, k + 1)));
+      const control = new Int32Array(new SharedArrayBuffer(12));
+      const live = pinner(producer, 0, 'wait-until', control);
+      const doomed = pinner(producer, 1, 'wait', control);
+      const [alive, gone] = await Promise.all([live.pinned, doomed.pinned]);
+      await doomed.worker.terminate();
+      started.splice(started.indexOf(doomed.worker), 1);
+      expect(await threadReleased(gone.tid)).toBe(true);
+
+      const view = producer.inspect();
+      const entry = (client: number) => view.clients.find((c) => c.index === client)!;
+      expect([entry(alive.client).osThread, entry(gone.client).osThread]).toEqual([alive.tid, gone.tid]);
+      expect(entry(producer.clientIndex).osThread).toBe(0);
+      const judged = judgeInspection(view, { exclude: producer.clientIndex });
+      const liveness = (client: number) => judged.clients.find((c) => c.entry.index === client)!.judgement;
+      expect(liveness(alive.client)).toEqual({ liveness: 'alive', reason: 'thread-running' });
+      expect(liveness(gone.client)).toEqual({ liveness: 'dead', reason: 'thread-gone' });
+      expect(judged.deadPins).toEqual([{ slot: view.slots.find((s) => s.digestHex === keys[1]!.hex)!.slot, client: gone.client, pid: process.pid }]);
+      expect(judged.needsReap).toBe(true);
+
+      // The reap releases exactly what the inspection called dead.
+      expect(producer.reapDeadClients()).toBe(1);
+      expect(judgeInspection(producer.inspect(), { exclude: producer.clientIndex }).needsReap).toBe(false);
+      const closed = new Promise((resolve) => live.worker.on('message', resolve));
+      Atomics.store(control, 1, 1);
+      Atomics.notify(control, 1);
+      expect(await closed).toEqual({ closed: true });
+    } finally {
+      producer.close();
+    }
+  }, 120_000);
 });

@@ -1,5 +1,5 @@
 import { WaitprepError } from '../errors.js';
-import { CLIENT_STATE, CLIENT_STATES, CLIENT_WORD, CLIENT_FIELD, CLIENTS_OFFSET, CLIENT_SIZE, HDR, HEADER_SIZE, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE, headerCorruption, segmentSize } from './layout.js';
+import { CLIENT_STATE, CLIENT_STATES, CLIENT_WORD, CLIENT_FIELD, CLIENTS_OFFSET, FALLBACK_CLIENT_FIELD, CLIENT_SIZE, HDR, HEADER_SIZE, MAX_CLIENTS, SLOT, SLOT_SIZE, SLOTS_OFFSET, SLOT_STATE, headerCorruption, segmentSize } from './layout.js';
 import { holdsReaper, judgeClient, judgeReaper, reaperNamed, selfIdentity, type LivenessJudgement, type ReaperName, type RecordedClient } from './liveness.js';
 
 /** One registered client as the segment records it. */
@@ -16,6 +16,14 @@ export interface ClientInspection {
   timeNamespace: bigint;
   /** JavaScript fallback: the worker_threads threadId that opened the handle (0: the main thread, or a native client). */
   thread: number;
+  /**
+   * JavaScript fallback: the OS thread id of the worker thread that opened the handle, by which
+   * {@link judgeInspection} judges the entry as the reaper does (a terminated worker is dead
+   * though its process lives); 0 for the main thread and for a native client.
+   */
+  osThread: number;
+  /** That thread's start time, with `osThread` (0 without one). */
+  osThreadStartTime: bigint;
   producer: boolean;
   /**
    * For `reaping`: the client whose process is reaping this entry (its index, and the low 15
@@ -193,6 +201,8 @@ export function inspectSegment(bytes: Uint8Array, openCapacity?: number): TableI
       pidNamespace: view.getBigUint64(at + CLIENT_FIELD.PID_NS, true),
       timeNamespace: view.getBigUint64(at + CLIENT_FIELD.TIME_NS, true),
       thread: view.getUint32(at + CLIENT_FIELD.THREAD, true),
+      osThread: view.getUint32(at + FALLBACK_CLIENT_FIELD.OS_THREAD, true),
+      osThreadStartTime: view.getBigUint64(at + FALLBACK_CLIENT_FIELD.OS_THREAD_START, true),
       reaper: state === CLIENT_STATE.REAPING ? reaperNamed(pidBits(word)) : null,
       producer: producerWord !== 0n && Number(producerWord & 0xffn) === i + 1,
     });

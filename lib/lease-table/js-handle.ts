@@ -49,6 +49,7 @@ import type { RawSummary, TableHandle } from './handle.js';
 import { judgeClient, judgeReaper, reaperNamed, selfIdentity, selfThread, type Identity, type RecordedClient, type RegistryEntry } from './liveness.js';
 import {
   CLIENT_FIELD,
+  FALLBACK_CLIENT_FIELD,
   CLIENT_PRODUCER,
   CLIENT_SIZE,
   CLIENT_STATE,
@@ -87,13 +88,7 @@ const SERIAL_SHIFT = BigInt(CLIENT_WORD.SERIAL_SHIFT);
 /** A client word with state and pid cleared (serial kept): how FREE is written. */
 const KEEP_SERIAL = U64 & ~CLIENT_STATE_MASK & ~(PID_MASK_N << 2n);
 const NO_RECORD = 0xffff_ffff;
-/**
- * Client-entry bytes only the fallback writes, where the C layout has none (like
- * CLIENT_FIELD.THREAD): a worker thread's OS thread id (u32) and its start time (u64). Both are 0
- * for the main thread, so the reaper judges such an entry by its process alone.
- */
-const OS_THREAD = 36;
-const OS_THREAD_START = 48;
+const { OS_THREAD, OS_THREAD_START } = FALLBACK_CLIENT_FIELD;
 const MAX_LEASE_RECORDS = 1 << 30;
 /** table.c EXACT_EVICTING_RETRIES: how often an exact pin looks again at a slot EVICTING at its generation. */
 const EXACT_EVICTING_RETRIES = 64;

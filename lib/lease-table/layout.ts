@@ -52,6 +52,13 @@ export const HDR = {
  */
 export const CLIENT_FIELD = { WORD: 0, START_TIME: 8, PID_NS: 16, FLAGS: 24, THREAD: 32, TIME_NS: 40 } as const;
 /**
+ * Client-entry bytes only the JavaScript fallback writes, where the C layout has none (like
+ * CLIENT_FIELD.THREAD): the OS thread id (u32) of the worker thread that opened the entry, and
+ * that thread's start time (u64). Both are 0 for the main thread and for every native client, so
+ * such an entry is judged by its process alone.
+ */
+export const FALLBACK_CLIENT_FIELD = { OS_THREAD: 36, OS_THREAD_START: 48 } as const;
+/**
  * A client word: state (2 bits) | pid (22 bits) << 2 | serial (40 bits) << 24. In state REAPING
  * the pid bits name the reaper instead: REAPER_NAMED | low 15 serial bits << 6 | client index, or
  * 0 for an unregistered reaper (waitprep.h).
