@@ -11,7 +11,12 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ARENA_RECORD_HEADER_BYTES, arenaDirectory, artifactKey, openLeaseTable, readArenaRecord, splitLocation, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
 // @ts-ignore -- plain JavaScript module without type declarations
-import { arenaFile, checksumOf, syntheticSource, validateSafetensors } from '../bin/demo/storage.js';
+import { arenaFile, checksumOf, startStorage, syntheticSource, validateSafetensors } from '../bin/demo/storage.js';
+// @ts-ignore -- plain JavaScript module without type declarations
+import { admitWait, demoCoordinator } from '../bin/demo/run.js';
+// The demo's modules import the package by name (dist/): their coordinator accepts only that
+// module's tables and keys, so the eviction tests build theirs from it too.
+import * as pkg from 'waitprep';
 import { NATIVE, runsIf } from './skip-reasons.js';
 
 const WORKER = join(import.meta.dirname, '..', 'bin', 'storage-worker.js');
@@ -19,9 +24,14 @@ const TOKENS = 4_000;
 
 /** A key, and its wire form as the worker's protocol carries it (the canonical bytes in base64). */
 function keyOf(i: number): { key: ArtifactKey; keyBytes: string } {
+  return keyMadeBy(artifactKey, i);
+}
+
+/** keyOf's key, made by `make` (this file's artifactKey or the package's). */
+function keyMadeBy(make: (spec: any) => ArtifactKey, i: number): { key: ArtifactKey; keyBytes: string } {
   const tokenLayout = Array.from({ length: TOKENS }, (_, t) => (t * 31 + i * 7) % 128_000);
   const source = { snapshotKind: 'kv-page', runtime: 'test', model: 'test-model', adapter: 'none', profile: 'bf16', positionPolicy: 'absolute', task: `t${i}`, namespace: 'storage-worker-test', tokenLayout, extra: {} };
-  const key = artifactKey({ source, sourcePageGeneration: 0, codec: 'none', codecConfig: 'none', representationVersion: 1 });
+  const key = make({ source, sourcePageGeneration: 0, codec: 'none', codecConfig: 'none', representationVersion: 1 });
   return { key, keyBytes: Buffer.from(key.toBytes()).toString('base64') };
 }
 
@@ -39,6 +49,84 @@ describe('synthetic safetensors source', () => {
     source.copy(bad, 8 + json.length, 8 + headerLength);
     expect(() => validateSafetensors(bad)).toThrow(/shape needs/);
     expect(() => validateSafetensors(source.subarray(0, 4))).toThrow(/header length/);
+  });
+});
+
+/** A storage request (the socket protocol's { keyHex, keyBytes }) answered by the demo's storage logic. */
+type Handle = (message: { keyHex: string; keyBytes: string }) => Promise<any>;
+
+/**
+ * The demo's orchestration, one turn at a time, against its real storage logic under a budget
+ * that holds two artifacts: each turn admits its waits through the demo's own admitWait, has the
+ * storage logic prepare every unit the coordinator issues, then wakes each wait. Four keys are
+ * visited twice, in order, so every visit of the second round finds its artifact evicted (LRU),
+ * the first key by two agents at once; then one more wait for a key still resident.
+ */
+async function evictionRounds(table: pkg.LeaseTable, handle: Handle) {
+  const coordinator = demoCoordinator(table);
+  const grant = { worker: 'prep-0', grant: 'test-grant' };
+  const keys = [20, 21, 22, 23].map((i) => keyMadeBy(pkg.artifactKey as any, i));
+  const wire = new Map(keys.map((k) => [k.key.hex, k.keyBytes]));
+  let agent = 0;
+  const turn = async (key: ArtifactKey, agents = 1) => {
+    const admitted = Array.from({ length: agents }, () => admitWait(coordinator, table, { engine: 'engine-0', request: `agent-${agent++}`, generation: 0 }, key));
+    for (let unit = coordinator.beginNext(grant); unit !== null; unit = coordinator.beginNext(grant)) {
+      const reply = await handle({ keyHex: unit.key.hex, keyBytes: wire.get(unit.key.hex)! });
+      expect(reply).toMatchObject({ ok: true });
+      coordinator.complete(unit, { ok: true });
+    }
+    return admitted.map(({ admission, forgot }: { admission: { status: string; ticket: string }; forgot: boolean }) => {
+      const woke = coordinator.onWake(admission.ticket);
+      if (woke.kind === 'hit') woke.lease.close();
+      return { status: admission.status, forgot, woke: woke.kind === 'hit' ? 'hit' : woke.reason };
+    });
+  };
+  const first = [];
+  for (const k of keys) first.push(...(await turn(k.key)));
+  const second = [...(await turn(keys[0]!.key, 2))];
+  for (const k of keys.slice(1)) second.push(...(await turn(k.key)));
+  const resident = await turn(keys[3]!.key);
+  return { first, second, resident, stats: coordinator.stats() };
+}
+
+/** What evictionRounds must give: after an eviction a wait for the key queues again (never 'completed') and hits. */
+function expectRequeuedAfterEviction({ first, second, resident, stats }: Awaited<ReturnType<typeof evictionRounds>>, storage: { evicted: number; alreadyReady: number }): void {
+  expect(first).toEqual(Array(4).fill({ status: 'queued', forgot: false, woke: 'hit' }));
+  // Round two: every key was evicted. Its history is forgotten once (the second agent on the
+  // first key joins the unit the first one queued: forget is refused while a unit is queued).
+  expect(second).toEqual([
+    { status: 'queued', forgot: true, woke: 'hit' },
+    { status: 'joined', forgot: false, woke: 'hit' },
+    ...Array(3).fill({ status: 'queued', forgot: true, woke: 'hit' }),
+  ]);
+  expect(second.filter((w) => w.status === 'completed')).toHaveLength(0);
+  // A key still resident keeps its history: told 'completed', and it hits.
+  expect(resident).toEqual([{ status: 'completed', forgot: false, woke: 'hit' }]);
+  expect(stats.waitsByStatus).toMatchObject({ queued: 8, joined: 1, completed: 1 });
+  expect(stats.hits).toBe(10);
+  expect(stats.issued).toBe(8);
+  // Two evictions in round one, four in round two; nothing was prepared twice while resident.
+  expect(storage.evicted).toBe(6);
+  expect(storage.alreadyReady).toBe(0);
+}
+
+describe("the demo's eviction fix (bin/demo/run.js admitWait)", () => {
+  it("in process (the JavaScript fallback's storage): a wait for an evicted key queues again instead of being told completed", async () => {
+    const name = `wp-evict-test-${process.pid}-${Date.now()}`;
+    const arenaDir = `/dev/shm/${name}-arena`;
+    const producer = pkg.openLeaseTable({ name, role: 'producer', implementation: 'js', create: { capacity: 256 } });
+    const consumer = pkg.openLeaseTable({ name, role: 'consumer', implementation: 'js', buffer: producer.sharedBuffer });
+    const size = syntheticSource('00'.repeat(32), TOKENS).length;
+    const storage = startStorage({ table: producer, arenaDir, budgetBytes: Math.floor(2.5 * size) });
+    try {
+      const rounds = await evictionRounds(consumer, async (message) => storage.handle(message));
+      expectRequeuedAfterEviction(rounds, storage.stats());
+    } finally {
+      storage.close();
+      consumer.close();
+      producer.close();
+      rmSync(arenaDir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -163,6 +251,16 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     expect(stats.evicted).toBe(3);
     expect(stats.pinnedSkips).toBeGreaterThanOrEqual(2);
     expect(stats.usedBytes).toBeLessThanOrEqual(Math.floor(3.5 * size));
+  });
+
+  it("with the demo's admission, a wait for a key the worker process evicted queues again instead of being told completed", async () => {
+    const size = syntheticSource('00'.repeat(32), TOKENS).length;
+    const { send } = await start(Math.floor(2.5 * size));
+    table = pkg.openLeaseTable({ name, role: 'consumer', implementation: 'native' }) as any;
+    const rounds = await evictionRounds(table, send);
+    const { code, stats } = await stop();
+    expect(code).toBe(0);
+    expectRequeuedAfterEviction(rounds, stats);
   });
 
   it('publishes metadata naming an arena record that belongs to the key: size, checksum, codec none', async () => {

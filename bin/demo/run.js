@@ -50,6 +50,26 @@ function perWaitSpec(event) {
   return { ...event.key, namespace: `${event.key.namespace}/no-dedup/${event.agent}#${event.generation}` };
 }
 
+/** The demo's coordinator: wakes pin from `table` (the consumer side of the storage worker's table). */
+export function demoCoordinator(table) {
+  return new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 64, maxWaiting: 4096, historyLimit: 1024 });
+}
+
+/**
+ * Admits one wait with the eviction fix: completed history is no proof the bytes are still there.
+ * The storage worker evicts in its own process and tells no one, so before admitting a wait the
+ * orchestrator looks the key up in the table; absent means never published or evicted, and
+ * forget(key) (refused while anyone waits on the key or its unit is queued or in flight) lets
+ * this wait queue it again instead of being told `completed` and missing at its wake. Returns
+ * the coordinator's admission, and whether history was forgotten for it.
+ */
+export function admitWait(coordinator, table, consumer, key) {
+  const present = table.tryPin(key);
+  if (present.kind === 'lease') present.close();
+  const forgot = present.kind === 'miss' && present.reason === 'absent' && coordinator.forget(key);
+  return { admission: coordinator.onWait(consumer, key), forgot };
+}
+
 /** The trace the options name: the events cli.js read already, `--trace FILE`, or the generated one. */
 export function loadEvents(options) {
   if (options.events) return options.events;
@@ -105,7 +125,7 @@ export class DemoRun {
     if (chosen === 'native') await this.startChild(budgetBytes);
     else await this.startInProcess(budgetBytes);
 
-    const coordinator = new WaitCoordinator({ backend: leaseTableBackend(this.consumer), maxQueued: 64, maxWaiting: 4096, historyLimit: 1024 });
+    const coordinator = demoCoordinator(this.consumer);
     this.coordinator = coordinator;
     if (options.metricsPort !== null) await this.startMetrics(coordinator);
 
@@ -164,15 +184,8 @@ export class DemoRun {
       const id = `${event.agent}#${event.generation}`;
       if (event.event === 'wait') {
         const key = keyOf(specOf(event));
-        // The eviction fix: completed history is no proof the bytes are still there. The storage
-        // worker evicts in its own process, so before admitting a wait the orchestrator looks the
-        // key up in the table; absent means never published or evicted, and forget(key) (refused
-        // while anyone waits on the key or its unit is queued or in flight) lets this wait queue
-        // it again instead of being told `completed` and missing at its wake.
-        const present = this.consumer.tryPin(key);
-        if (present.kind === 'lease') present.close();
-        else if (present.reason === 'absent' && coordinator.forget(key)) forgotten++;
-        const admission = coordinator.onWait({ engine: 'engine-0', request: event.agent, generation: event.generation }, key);
+        const { admission, forgot } = admitWait(coordinator, this.consumer, { engine: 'engine-0', request: event.agent, generation: event.generation }, key);
+        if (forgot) forgotten++;
         if (admission.ticket !== undefined) tickets.set(id, admission.ticket);
         driver.poke();
       } else if (event.event === 'wake') {
