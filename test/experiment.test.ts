@@ -7,14 +7,14 @@
 // no figure is asserted, only what must hold whatever the figures are.
 import { createHash } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { EventQueue, Network } from '../bin/experiment/clock.js';
 import { POLICIES } from '../bin/experiment/policies.js';
 import { MODELS, PRESETS, kvBytesPerToken, resolvePreset } from '../bin/experiment/presets.js';
 import { BUCKETS, CAUSES, replay } from '../bin/experiment/replay.js';
-import { runExperiment } from '../bin/experiment/run.js';
+import { mergeOutputs, runExperiment } from '../bin/experiment/run.js';
 import { generatorTrace, mooncakeTrace } from '../bin/experiment/traces.js';
 
 const root = join(import.meta.dirname, '..');
@@ -147,6 +147,42 @@ describe('experiment: determinism', () => {
     expect(markdown).toMatch(/^\| policy \| hit rate, 10 agents \(of oracle\) \| p50 \| p95 \| p99 \| wasted GB \| commonest miss causes \|$/m);
     expect(markdown).toMatch(/^\| oracle \| [^|]*\(1\.00\) \|/m);
     expect(markdown.match(/^\| (none|fifo-1|oracle) \|/gm)).toHaveLength(3);
+    execFileSync('rm', ['-rf', dir]);
+  });
+
+  it('saved outputs merged (--from A,B) are the object one run of all their presets, agent counts and policies prints', () => {
+    const base = { ...options, presets: ['8b-pcie5-nvme', '70b-b300-pcie6'], agents: [10, 20], seconds: 200, seeds: [1, 2] };
+    const whole = JSON.stringify(runExperiment(base));
+    const rest = POLICIES.map((p) => p.name).filter((name) => !['none', 'fifo-1', 'oracle'].includes(name));
+    // The oracle lives in the first part only: the others' hits of it are recomputed in the merge.
+    const parts = [
+      runExperiment({ ...base, policies: ['none', 'fifo-1', 'oracle'] }),
+      runExperiment({ ...base, presets: ['8b-pcie5-nvme'], agents: [20], policies: rest }),
+      runExperiment({ ...base, presets: ['70b-b300-pcie6'], policies: rest }),
+      runExperiment({ ...base, presets: ['8b-pcie5-nvme'], agents: [10], policies: rest }),
+    ];
+    expect(parts[1]!.runs[0].policies[0].summary.hitsOfOracle).toBeNull();
+    expect(JSON.stringify(mergeOutputs(parts))).toBe(whole);
+    // Not one experiment: another seed list, or a policy twice.
+    expect(() => mergeOutputs([parts[0], runExperiment({ ...base, seeds: [3], policies: ['fifo-2'] })])).toThrow(/differ in seeds/);
+    expect(() => mergeOutputs([parts[0], parts[0]])).toThrow(/policy none twice/);
+  });
+
+  it('--from A,B --json prints, byte for byte, what the single run prints', () => {
+    const dir = execFileSync('mktemp', ['-d'], { encoding: 'utf8' }).trim();
+    const args = ['experiment', '--json', '--quiet', '--agents', '10', '--seconds', '200', '--seeds', '1,2'];
+    const save = (name: string, extra: string[]): string => {
+      const file = join(dir, name);
+      writeFileSync(file, execFileSync(process.execPath, [bin, ...args, ...extra], { encoding: 'utf8', timeout: 60_000 }));
+      return file;
+    };
+    const a = save('a.json', ['--preset', 'all', '--policies', 'none,fifo-1,oracle']);
+    const b = save('b.json', ['--preset', 'all', '--policies', 'fifo-8,keep-gpu-2s']);
+    const whole = execFileSync(process.execPath, [bin, ...args, '--preset', 'all', '--policies', 'none,keep-gpu-2s,fifo-1,fifo-8,oracle'], { encoding: 'utf8', timeout: 60_000 });
+    expect(execFileSync(process.execPath, [bin, 'experiment', '--from', `${a},${b}`, '--json'], { encoding: 'utf8' })).toBe(whole);
+    const clash = spawnSync(process.execPath, [bin, 'experiment', '--from', `${a},${a}`, '--markdown'], { encoding: 'utf8' });
+    expect(clash.status).toBe(2);
+    expect(clash.stderr).toMatch(/^waitprep experiment: --from: cannot merge: .* has policy none twice/);
     execFileSync('rm', ['-rf', dir]);
   });
 

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { POLICIES } from './policies.js';
 import { PRESETS } from './presets.js';
 import { formatHtml, formatMarkdown, formatTables } from './report.js';
-import { runExperiment } from './run.js';
+import { mergeOutputs, runExperiment } from './run.js';
 
 export const EXPERIMENT_USAGE = `usage: waitprep experiment [options]
 
@@ -28,7 +28,9 @@ virtual time through the real WaitCoordinator; prints a table per (preset, agent
   --sample-seconds S     memory sampling interval (default 10)
   --json                 print one JSON object on stdout instead of the table
   --markdown             print Markdown tables instead (the form docs/experiment.md quotes)
-  --from FILE            report a saved --json output instead of running (with --markdown, --html)
+  --from FILE[,FILE...]  report saved --json outputs instead of running (with --json, --markdown,
+                         --html); several are merged into one, as if one run had asked for all
+                         their presets, agent counts and policies (same trace, seeds, sampling)
   --html FILE            also write a self-contained HTML report (inline SVG, no server)
   --quiet                no progress on stderr`;
 
@@ -105,10 +107,19 @@ export function experimentOptions(args) {
     sampleSeconds: values['sample-seconds'] === undefined ? 10 : positiveNumber(values['sample-seconds'], 'sample-seconds'),
     json: values.json === true,
     markdown: values.markdown === true,
-    from: values.from ?? null,
+    from: values.from === undefined ? null : list(values.from, 'from', (s) => s),
     html: values.html ?? null,
     quiet: values.quiet === true,
   };
+}
+
+/** The saved outputs `--from` names, merged; an unreadable or unmergeable file is a usage error. */
+function fromFiles(files) {
+  try {
+    return mergeOutputs(files.map((file) => JSON.parse(readFileSync(file, 'utf8'))));
+  } catch (error) {
+    return usageExit(`--from: ${error.message}`);
+  }
 }
 
 /** `waitprep experiment [options]`. */
@@ -116,7 +127,7 @@ export function experiment(args) {
   const { json, markdown, from, html, quiet, ...options } = experimentOptions(args);
   const started = performance.now();
   const log = quiet ? () => {} : (line) => process.stderr.write(line);
-  const output = from !== null ? JSON.parse(readFileSync(from, 'utf8')) : runExperiment(options, {
+  const output = from !== null ? fromFiles(from) : runExperiment(options, {
     onReplay: ({ preset, agents, seed, policy, result, done, total }) => {
       const wall = ((performance.now() - started) / 1000).toFixed(1);
       log(`\r[${done}/${total} ${wall} s] ${preset} ${agents} agents seed ${seed} ${policy}: hit ${(100 * result.hitRate).toFixed(1)}%`.padEnd(100) + (done === total ? '\n' : ''));

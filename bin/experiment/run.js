@@ -3,7 +3,7 @@
 // replay as it ends (the CLI's progress line); nothing here reads a wall clock, so the object is
 // the same, byte for byte, for the same arguments.
 import { readFileSync } from 'node:fs';
-import { pickPolicies } from './policies.js';
+import { POLICIES, pickPolicies } from './policies.js';
 import { PRESETS, SOURCES, resolvePreset } from './presets.js';
 import { replay } from './replay.js';
 import { generatorTrace, jsonlTrace, mooncakeTrace } from './traces.js';
@@ -15,6 +15,11 @@ function spread(values) {
 }
 
 const round = (x) => Math.round(x * 1e6) / 1e6;
+
+/** Each seed's hits as a fraction of the oracle's on the same seed, spread over the seeds. */
+function hitsOfOracle(results, oracleResults) {
+  return spread(results.map((r, s) => (oracleResults[s].hits > 0 ? r.hits / oracleResults[s].hits : 0)));
+}
 
 /** The trace for one (source, agent count, seed). The Mooncake trace is one: seeds move agents between engines. */
 function traceFor(options, agents, seed, cache) {
@@ -67,13 +72,12 @@ export function runExperiment(options, { onReplay = () => {}, onProgress = null 
         trace: traceInfo,
         policies: policies.map((policy, i) => {
           const results = perPolicy[i];
-          const ofOracle = oracle < 0 ? null : results.map((r, s) => (perPolicy[oracle][s].hits > 0 ? r.hits / perPolicy[oracle][s].hits : 0));
           return {
             name: policy.name,
             description: policy.description,
             summary: {
               hitRate: spread(results.map((r) => r.hitRate)),
-              hitsOfOracle: ofOracle === null ? null : spread(ofOracle),
+              hitsOfOracle: oracle < 0 ? null : hitsOfOracle(results, perPolicy[oracle]),
               latencyP50: spread(results.map((r) => r.latency.p50)),
               latencyP95: spread(results.map((r) => r.latency.p95)),
               latencyP99: spread(results.map((r) => r.latency.p99)),
@@ -94,6 +98,71 @@ export function runExperiment(options, { onReplay = () => {}, onProgress = null 
     presets: Object.fromEntries(presets.map((p) => [p.name, p])),
     presetNames: Object.keys(PRESETS),
     sources: SOURCES,
+    runs,
+  };
+}
+
+/** The options two saved outputs must share to be reported as one: the same trace, seeds and sampling. */
+const MERGE_MUST_MATCH = ['seconds', 'seeds', 'trace', 'mooncakeFile', 'sharedPrefixTokens', 'sampleSeconds'];
+
+/**
+ * Several saved `runExperiment` outputs as one, as if one run had asked for all of their presets,
+ * agent counts and policies: the runs of one (preset, agent count) are joined, their policies in
+ * report order, and each policy's hits of the oracle are recomputed against the oracle, wherever
+ * it came from. Replays are independent of each other (each policy on each seed's trace), so the
+ * result is the object the single run would print (tested). Throws when the outputs are not of
+ * one experiment (another trace, seed list or sampling; a (preset, agent count) whose trace
+ * differs) or when a policy of one (preset, agent count) comes twice.
+ */
+export function mergeOutputs(outputs) {
+  if (outputs.length === 1) return outputs[0];
+  const [first] = outputs;
+  for (const output of outputs.slice(1)) {
+    for (const field of MERGE_MUST_MATCH) {
+      if (JSON.stringify(output.options[field]) !== JSON.stringify(first.options[field])) {
+        throw new Error(`cannot merge: the outputs differ in ${field} (${JSON.stringify(first.options[field])} against ${JSON.stringify(output.options[field])})`);
+      }
+    }
+    if (JSON.stringify(output.sources) !== JSON.stringify(first.sources)) throw new Error('cannot merge: the outputs were made with different source tiers');
+  }
+  const union = (lists) => [...new Set(lists.flat())];
+  const presets = union(outputs.map((o) => o.options.presets));
+  const agents = union(outputs.map((o) => o.options.agents));
+  const order = new Map(POLICIES.map((p, i) => [p.name, i]));
+  const byRun = new Map();
+  for (const output of outputs) {
+    for (const run of output.runs) {
+      const id = `${run.preset}/${run.agents}`;
+      const into = byRun.get(id);
+      if (into === undefined) {
+        byRun.set(id, { ...run, policies: [...run.policies] });
+        continue;
+      }
+      if (JSON.stringify(into.trace) !== JSON.stringify(run.trace)) throw new Error(`cannot merge: ${id} replayed different traces`);
+      for (const policy of run.policies) {
+        if (into.policies.some((p) => p.name === policy.name)) throw new Error(`cannot merge: ${id} has policy ${policy.name} twice`);
+        into.policies.push(policy);
+      }
+    }
+  }
+  const runs = [];
+  for (const preset of presets) {
+    for (const count of agents) {
+      const run = byRun.get(`${preset}/${count}`);
+      if (run === undefined) continue;
+      run.policies.sort((a, b) => order.get(a.name) - order.get(b.name));
+      const oracle = run.policies.find((p) => p.name === 'oracle');
+      run.policies = run.policies.map((p) => ({ ...p, summary: { ...p.summary, hitsOfOracle: oracle === undefined ? null : hitsOfOracle(p.seeds, oracle.seeds) } }));
+      runs.push(run);
+    }
+  }
+  const names = union(runs.map((r) => r.policies.map((p) => p.name))).sort((a, b) => order.get(a) - order.get(b));
+  const policies = names.length === POLICIES.length ? null : names;
+  const presetObjects = Object.assign({}, ...outputs.map((o) => o.presets));
+  return {
+    ...first,
+    options: { ...first.options, presets, agents, policies },
+    presets: Object.fromEntries(presets.map((name) => [name, presetObjects[name]])),
     runs,
   };
 }
