@@ -83,6 +83,17 @@ async function pinningConsumer(name: string): Promise<Holder> {
   return holder;
 }
 
+/** A table whose producer published key 0 and closed, and whose consumer child pinned it twice and was SIGKILLed. */
+async function leftByDeadConsumer(): Promise<{ name: string; consumer: Holder }> {
+  const name = tableName();
+  const producer = open({ name, role: 'producer', create: { capacity: 64 } });
+  producer.publish(producer.reserve(artifactKey(keyFields(0))), publicationMeta(0, 1));
+  producer.close();
+  const consumer = await pinningConsumer(name);
+  await kill(consumer.child, consumer.exited);
+  return { name, consumer };
+}
+
 afterEach(async () => {
   for (const w of workers.splice(0)) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
   await cleanup();
@@ -147,12 +158,7 @@ describe.runIf(runsIf('waitprep clean (native: the JavaScript fallback leaves no
   });
 
   it('keeps a table with an entry of another pid namespace: not dead, so not gone', async () => {
-    const name = tableName();
-    const producer = open({ name, role: 'producer', create: { capacity: 64 } });
-    producer.publish(producer.reserve(artifactKey(keyFields(0))), publicationMeta(0, 1));
-    producer.close();
-    const consumer = await pinningConsumer(name);
-    await kill(consumer.child, consumer.exited);
+    const { name, consumer } = await leftByDeadConsumer();
     // Entry 63 ACTIVE for pid 1 of a pid namespace that is not ours: nobody here can judge it.
     const entry = Buffer.alloc(CLIENT_SIZE);
     entry.writeBigUInt64LE((7n << BigInt(CLIENT_WORD.SERIAL_SHIFT)) | (1n << BigInt(CLIENT_WORD.PID_SHIFT)) | BigInt(CLIENT_STATE.ACTIVE), CLIENT_FIELD.WORD);
@@ -192,12 +198,7 @@ describe.runIf(runsIf('waitprep clean (native: the JavaScript fallback leaves no
   });
 
   it('opens only a table it trusts, and --trust-group-writable widens that as for inspect', async () => {
-    const name = tableName();
-    const producer = open({ name, role: 'producer', create: { capacity: 64 } });
-    producer.publish(producer.reserve(artifactKey(keyFields(0))), publicationMeta(0, 1));
-    producer.close();
-    const consumer = await pinningConsumer(name);
-    await kill(consumer.child, consumer.exited);
+    const { name, consumer } = await leftByDeadConsumer();
     chmodSync(`/dev/shm/${name}`, 0o660);
 
     let run = cliJson([name]);
