@@ -18,11 +18,13 @@
 //                      array is dropped after each wait, as a caller would drop it
 //   chain_bytes        chained only: what each session's chain itself holds (digests, pending
 //                      tail), kept by the caller, not by the coordinator; not in retained_bytes
-//   handoff_us         the per-unit hand-off: the PreparationDriver's task for the issued unit
-//                      (the fields of lib/driver/driver.ts's taskOf, rebuilt here: it is not
-//                      exported) and its structured clone, which is what piscina's postMessage
-//                      does to it; median of the runs; handoff_cpu_us in CPU time, as above
-//   handoff_bytes      the task's key copy: token layout plus wire form
+//   handoff_us         the per-unit hand-off on the coordinator's thread: the task
+//                      PreparationDriver posts for the issued unit (preparationTaskOf, which is
+//                      driver.ts's taskOf) and its structured clone with the key bytes'
+//                      buffer transferred, which is what piscina's postMessage does to it;
+//                      median of the runs; handoff_cpu_us in CPU time, as above. The worker
+//                      thread reads the key's plain form out of the bytes; that is not counted
+//   handoff_bytes      the key bytes the task carries (one copy, transferred, not cloned)
 //
 //   npm run bench:wait-cost                   table
 //   npm run -s bench:wait-cost -- --json      one JSON object on stdout, nothing else
@@ -84,11 +86,12 @@ function handoff(key) {
     if (work === null) throw new Error('wait-cost: beginNext issued nothing');
     const cpu = process.cpuUsage();
     const t0 = process.hrtime.bigint();
-    const clone = structuredClone(preparationTaskOf(work));
+    const task = preparationTaskOf(work);
+    const clone = structuredClone(task, { transfer: [task.keyBytes.buffer] });
     const t1 = process.hrtime.bigint();
     const spent = process.cpuUsage(cpu);
-    if (clone.keyHex !== key.hex) throw new Error('wait-cost: the cloned task names another key');
-    bytes = clone.key.source.tokenLayout.byteLength + clone.keyBytes.byteLength;
+    if (clone.keyHex !== key.hex || task.keyBytes.byteLength !== 0) throw new Error('wait-cost: the task names another key, or its bytes were cloned, not moved');
+    bytes = clone.keyBytes.byteLength;
     if (r >= 0) {
       samples.push(Number(t1 - t0));
       cpuSamples.push((spent.user + spent.system) * 1000);

@@ -9,9 +9,8 @@
  * digest, the digests so far and the unfinished tail (fewer than `chunkTokens` tokens), so the
  * next turn hashes only its own tokens.
  */
-import * as crypto from 'node:crypto';
 import { WaitprepError, invalidArgument } from './errors.js';
-import { artifactKey, decodeArtifactKey, encodeArtifactKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
+import { artifactKey, encodeArtifactKey, keyStore, sealKey, sha256Hex, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 import { isPlainObject, ownField, rejectUnknownOptions } from './internal/validate.js';
 
 /** The `source.extra` name that holds a chunk's parent digest (64 lowercase hex; `""` for the first chunk). */
@@ -74,11 +73,6 @@ const U32_MAX = 0xffff_ffff;
 const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
 const HEX_LENGTH = 64;
 
-const sha256: (data: Uint8Array) => Buffer =
-  typeof (crypto as { hash?: unknown }).hash === 'function'
-    ? (data) => (crypto as unknown as { hash(alg: string, data: Uint8Array, enc: 'buffer'): Buffer }).hash('sha256', data, 'buffer')
-    : (data) => crypto.createHash('sha256').update(data).digest();
-
 /**
  * The canonical `source.profile` string of a chunk profile:
  * `dtype=<dtype>,layout=<layout>,tp=<tpDegree>,rank=<rank>`. Throws `ERR_INVALID_ARGUMENT`
@@ -111,8 +105,10 @@ export function chunkProfile(profile: ChunkProfile): string {
 interface Template {
   /** Magic and the eight source string fields. */
   head: Buffer;
-  /** `extra` entries that sort before the parent entry, then the parent entry's name length and name. */
+  /** The caller's `extra` entries that sort before the parent entry (and so before the manifest marker too). */
   extraBefore: Buffer;
+  /** The parent entry's name length and name. */
+  parentName: Buffer;
   /** `extra` entries that sort after the parent entry. */
   extraAfter: Buffer;
   /** sourcePageGeneration, codec, codecConfig, representationVersion fields. */
@@ -150,11 +146,18 @@ function templateOf(probe: ArtifactKeyFields, userExtra: Readonly<Record<string,
   const after = names.filter((n) => Buffer.compare(Buffer.from(n, 'utf8'), parentName) > 0);
   return {
     head: Buffer.from(head),
-    extraBefore: Buffer.concat([...before.map((n) => extraEntry(n, userExtra[n]!)), u32le(parentName.length), parentName]),
+    extraBefore: Buffer.concat(before.map((n) => extraEntry(n, userExtra[n]!))),
+    parentName: Buffer.concat([u32le(parentName.length), parentName]),
     extraAfter: Buffer.concat(after.map((n) => extraEntry(n, userExtra[n]!))),
     tail: Buffer.from(tail),
   };
 }
+
+/** A manifest marker entry's name length and name (its value, the count, follows). */
+const MANIFEST_NAME = Buffer.concat([u32le(Buffer.byteLength(MANIFEST_FIELD)), Buffer.from(MANIFEST_FIELD, 'utf8')]);
+
+/** A chunk key's encoding and where its manifest marker would go, for {@link manifestKey}. */
+let chunkEncoding: (chunk: ChunkKey) => { bytes: Buffer; extraAt: number; markerAt: number };
 
 /**
  * One chunk's key: its digest, its place in the chain, and its canonical encoding. It holds the
@@ -173,24 +176,32 @@ export class ChunkKey {
   readonly parentHex: string;
   /** True for a tail of fewer than `chunkTokens` tokens, which a later turn may still extend. */
   readonly partial: boolean;
-  readonly #digest: Buffer;
+  /** The canonical encoding, in a key store (key.ts) that {@link toArtifactKey} shares. */
   readonly #bytes: Buffer;
+  /** Offsets in `#bytes`: the `extra` field's header, and where a manifest marker entry goes in its payload. */
+  readonly #extraAt: number;
+  readonly #markerAt: number;
   #key: ArtifactKey | null = null;
 
   /** @internal Made by {@link ChunkChain}. */
-  constructor(index: number, tokenCount: number, partial: boolean, parentHex: string, bytes: Buffer, digest: Buffer) {
+  constructor(index: number, tokenCount: number, partial: boolean, parentHex: string, bytes: Buffer, hex: string, extraAt: number, markerAt: number) {
     this.index = index;
     this.tokenCount = tokenCount;
     this.partial = partial;
     this.parentHex = parentHex;
     this.#bytes = bytes;
-    this.#digest = digest;
-    this.hex = digest.toString('hex');
+    this.hex = hex;
+    this.#extraAt = extraAt;
+    this.#markerAt = markerAt;
+  }
+
+  static {
+    chunkEncoding = (chunk) => ({ bytes: chunk.#bytes, extraAt: chunk.#extraAt, markerAt: chunk.#markerAt });
   }
 
   /** SHA-256 of the chunk's canonical encoding: a fresh 32-byte copy. */
   get digest(): Uint8Array {
-    return new Uint8Array(this.#digest);
+    return this.toArtifactKey().digest;
   }
 
   /** The chunk's canonical WPK1 encoding (its wire form): a fresh copy. */
@@ -198,9 +209,9 @@ export class ChunkKey {
     return new Uint8Array(this.#bytes);
   }
 
-  /** The chunk's {@link ArtifactKey} (same digest), built on first call and kept. */
+  /** The chunk's {@link ArtifactKey} (same digest), built on first call and kept; it shares the chunk's bytes, never hashes again. */
   toArtifactKey(): ArtifactKey {
-    if (this.#key === null) this.#key = decodeArtifactKey(this.#bytes);
+    if (this.#key === null) this.#key = sealKey(this.#bytes, this.hex);
     return this.#key;
   }
 
@@ -248,7 +259,8 @@ export class ChunkChain {
     this.chunkTokens = chunkTokens;
     this.profile = chunkProfile(ownField(options, 'profile') as ChunkProfile);
     const given = ownField(options, 'extra');
-    const userExtra: Record<string, string> = {};
+    // Without a prototype, so that a name such as `__proto__` is an entry like any other, as in artifactKey().
+    const userExtra = Object.create(null) as Record<string, string>;
     if (given !== undefined) {
       if (!isPlainObject(given)) throw invalidArgument('options.extra', 'an object of string -> string', given);
       for (const [name, value] of Object.entries(given)) {
@@ -277,8 +289,7 @@ export class ChunkChain {
     // The package's validator judges every key field (and names it) exactly as artifactKey would.
     const reference = artifactKey(probe);
     this.#template = templateOf(probe, userExtra);
-    const check = this.#encode(Uint32Array.of(0), '');
-    if (!sha256(check).equals(Buffer.from(reference.digest))) throw new Error('waitprep internal: chunk template disagrees with encodeArtifactKey');
+    if (this.#chunk(Uint32Array.of(0), '', false).hex !== reference.hex) throw new Error('waitprep internal: chunk template disagrees with encodeArtifactKey');
     this.#pending = new Uint32Array(chunkTokens);
   }
 
@@ -349,9 +360,8 @@ export class ChunkChain {
   partial(): ChunkKey | null {
     if (this.#pendingCount === 0) return null;
     const tokens = this.#pending.subarray(0, this.#pendingCount);
-    const bytes = this.#encode(tokens, this.#parentHex);
     this.#hashedTokens += tokens.length;
-    return new ChunkKey(this.#digests.length, tokens.length, true, this.#parentHex, bytes, sha256(bytes));
+    return this.#chunk(tokens, this.#parentHex, true);
   }
 
   /**
@@ -365,8 +375,7 @@ export class ChunkChain {
   }
 
   #commit(tokens: Uint32Array): ChunkKey {
-    const bytes = this.#encode(tokens, this.#parentHex);
-    const key = new ChunkKey(this.#digests.length, tokens.length, false, this.#parentHex, bytes, sha256(bytes));
+    const key = this.#chunk(tokens, this.#parentHex, false);
     this.#hashedTokens += tokens.length;
     this.#digests.push(key.hex);
     this.#parentHex = key.hex;
@@ -374,12 +383,15 @@ export class ChunkChain {
     return key;
   }
 
-  /** The chunk's canonical encoding: the template around its tokens and parent, in one buffer. */
-  #encode(tokens: Uint32Array, parentHex: string): Buffer {
+  /**
+   * The next chunk's key: its canonical encoding, the template around its tokens and parent
+   * written into one key store, and one SHA-256 of it.
+   */
+  #chunk(tokens: Uint32Array, parentHex: string, partial: boolean): ChunkKey {
     const t = this.#template;
-    const extraLength = t.extraBefore.length + 4 + parentHex.length + t.extraAfter.length;
+    const extraLength = t.extraBefore.length + t.parentName.length + 4 + parentHex.length + t.extraAfter.length;
     const total = t.head.length + 5 + tokens.length * 4 + 5 + extraLength + t.tail.length;
-    const out = Buffer.allocUnsafeSlow(total);
+    const out = keyStore(total);
     let at = t.head.copy(out, 0);
     out[at] = 0x09;
     out.writeUInt32LE(tokens.length * 4, at + 1);
@@ -390,17 +402,20 @@ export class ChunkChain {
     } else {
       for (let k = 0; k < tokens.length; k++, at += 4) out.writeUInt32LE(tokens[k]!, at);
     }
+    const extraAt = at;
     out[at] = 0x0a;
     out.writeUInt32LE(extraLength, at + 1);
     at += 5;
     at += t.extraBefore.copy(out, at);
+    const markerAt = at;
+    at += t.parentName.copy(out, at);
     out.writeUInt32LE(parentHex.length, at);
     at += 4;
     at += out.write(parentHex, at, 'latin1');
     at += t.extraAfter.copy(out, at);
     at += t.tail.copy(out, at);
     if (at !== total) throw new Error(`waitprep internal: chunk encoding wrote ${at} of ${total} bytes`);
-    return out;
+    return new ChunkKey(this.#digests.length, tokens.length, partial, parentHex, out, sha256Hex(out), extraAt, markerAt);
   }
 }
 
@@ -434,9 +449,22 @@ export function chunkKeys(options: ChunkChainOptions, tokens: Uint32Array | read
  */
 export function manifestKey(last: ChunkKey): ArtifactKey {
   if (!(last instanceof ChunkKey)) throw invalidArgument('last', 'a ChunkKey', last);
-  const fields = last.toArtifactKey().toFields();
-  fields.source.extra[MANIFEST_FIELD] = String(last.index + 1);
-  return artifactKey(fields);
+  // The chunk's encoding with one more `extra` entry, written straight into the manifest key's
+  // store and hashed once: no key is decoded or re-validated. The marker's entry goes just before
+  // the parent entry: the two names share the reserved prefix and the marker's sorts first, and a
+  // caller's name cannot start with that prefix, so none sorts between them.
+  const { bytes, extraAt, markerAt } = chunkEncoding(last);
+  const count = String(last.index + 1);
+  const entry = MANIFEST_NAME.length + 4 + count.length;
+  const out = keyStore(bytes.length + entry);
+  bytes.copy(out, 0, 0, markerAt);
+  let at = markerAt + MANIFEST_NAME.copy(out, markerAt);
+  out.writeUInt32LE(count.length, at);
+  at += 4;
+  at += out.write(count, at, 'latin1');
+  bytes.copy(out, at, markerAt);
+  out.writeUInt32LE(bytes.readUInt32LE(extraAt + 1) + entry, extraAt + 1);
+  return sealKey(out);
 }
 
 /** True when `key` is a manifest key (its `extra` carries the manifest marker). */

@@ -2,67 +2,18 @@ import { isUtf8 } from 'node:buffer';
 import * as crypto from 'node:crypto';
 import { WaitprepError, invalidArgument } from './errors.js';
 import { isPlainObject, ownField, u64OrNull, unknownName } from './internal/validate.js';
+import {
+  SOURCE_STRING_FIELDS,
+  plainFieldsOf,
+  readKeyParts,
+  tokensAt,
+  tokensOffset,
+  type ArtifactKeyFields,
+  type ArtifactKeyPlainFields,
+  type ArtifactKeySource,
+} from './key-fields.js';
 
-/**
- * The fields of an artifact's identity, as the runtime knows them. See
- * docs/key-encoding.md for how they become bytes and a digest.
- */
-export interface ArtifactKeyFields {
-  source: {
-    snapshotKind: string;
-    runtime: string;
-    model: string;
-    /** The string `"none"` when there is no adapter. */
-    adapter: string;
-    profile: string;
-    positionPolicy: string;
-    task: string;
-    namespace: string;
-    /** The ordered token layout; order matters. Tokens are uint32. */
-    tokenLayout: Uint32Array | readonly number[];
-    /** Extra runtime identity fields; part of identity. Empty equals absent. */
-    extra?: Readonly<Record<string, string>>;
-  };
-  sourcePageGeneration: number | bigint;
-  codec: string;
-  codecConfig: string;
-  representationVersion: number | bigint;
-}
-
-/**
- * The plain form of a key: what {@link ArtifactKey.toFields} returns, and what
- * {@link artifactKey} accepts back (`artifactKey(k.toFields())` equals `k`).
- * It is an {@link ArtifactKeyFields} with each choice made one way, so that
- * every key has exactly one plain form:
- *
- * - `sourcePageGeneration` and `representationVersion` are bigints (never numbers);
- * - `source.tokenLayout` is a fresh `Uint32Array` of the tokens, in layout order;
- * - `source.extra` is always present: a fresh object without a prototype (so a
- *   name such as `__proto__` is an ordinary entry), empty when the key has none.
- *
- * Every part is structured-cloneable, so it crosses to a worker thread as it is
- * (where `extra` arrives as an ordinary object). It is not JSON: bigints and the
- * `Uint32Array` do not survive `JSON.stringify`; across a process boundary send
- * the wire form, {@link ArtifactKey.toBytes}.
- */
-export interface ArtifactKeyPlainFields extends ArtifactKeyFields {
-  source: ArtifactKeyFields['source'] & { tokenLayout: Uint32Array; extra: Record<string, string> };
-  sourcePageGeneration: bigint;
-  representationVersion: bigint;
-}
-
-/** The identity fields of a key's source, without the token layout (see {@link ArtifactKey.tokenLayout}). */
-export interface ArtifactKeySource {
-  readonly snapshotKind: string;
-  readonly runtime: string;
-  readonly model: string;
-  readonly adapter: string;
-  readonly profile: string;
-  readonly positionPolicy: string;
-  readonly task: string;
-  readonly namespace: string;
-  readonly extra: Readonly<Record<string, string>>;
-}
+export type { ArtifactKeyFields, ArtifactKeyPlainFields, ArtifactKeySource } from './key-fields.js';
 
 /** First bytes of every canonical encoding: "WPK" and the encoding version 1. */
 export const KEY_ENCODING_MAGIC = Uint8Array.of(0x57, 0x50, 0x4b, 0x31);
@@ -88,17 +39,6 @@ export const KEY_FIELD_TAGS = Object.freeze({
 /** The `extra` of every key that has none (an empty `extra` is the same key). */
 const NO_EXTRA: Readonly<Record<string, string>> = Object.freeze(Object.create(null) as Record<string, string>);
 
-/** The source's string fields, in encoding order. */
-const SOURCE_STRING_FIELDS = [
-  'snapshotKind',
-  'runtime',
-  'model',
-  'adapter',
-  'profile',
-  'positionPolicy',
-  'task',
-  'namespace',
-] as const;
 const SOURCE_FIELDS = new Set<string>([...SOURCE_STRING_FIELDS, 'tokenLayout', 'extra']);
 const TOP_FIELDS = new Set<string>(['source', 'sourcePageGeneration', 'codec', 'codecConfig', 'representationVersion']);
 const U32_MAX = 0xffff_ffff;
@@ -116,11 +56,56 @@ export let keyDigestWords: (key: ArtifactKey) => Uint32Array;
  */
 export let isArtifactKey: (value: unknown) => value is ArtifactKey;
 
-/** One-shot SHA-256: `crypto.hash` where Node has it (20.12+), else a Hash object. */
-const sha256: (data: Buffer) => Buffer =
+/**
+ * @internal One-shot SHA-256 as 64 lowercase hex digits: `crypto.hash` where Node has it (20.12+), else a
+ * Hash object. Hex rather than a Buffer: for a key of a few KB, making the result Buffer costs
+ * Node more than the hash itself, and the key needs the hex anyway.
+ */
+export const sha256Hex: (data: Uint8Array) => string =
   typeof (crypto as { hash?: unknown }).hash === 'function'
-    ? (data) => (crypto as unknown as { hash(alg: string, data: Buffer, enc: 'buffer'): Buffer }).hash('sha256', data, 'buffer')
-    : (data) => crypto.createHash('sha256').update(data).digest();
+    ? (data) => (crypto as unknown as { hash(alg: string, data: Uint8Array, enc: 'hex'): string }).hash('sha256', data, 'hex')
+    : (data) => crypto.createHash('sha256').update(data).digest('hex');
+
+/**
+ * A key keeps itself in one ArrayBuffer (its *store*): the canonical encoding from offset 0 and,
+ * at the next multiple of 4 after it (so the words view is aligned), the 32 digest bytes. One
+ * buffer rather than two because every ArrayBuffer costs V8 well over 100 bytes besides its
+ * contents, and a key is held per waiting consumer.
+ */
+const digestOffset = (length: number): number => (length + 3) & ~3;
+const DIGEST_BYTES = 32;
+
+/** @internal A Buffer of `length` bytes at offset 0 of a fresh key store: write a canonical encoding into it, then {@link sealKey}. */
+export function keyStore(length: number): Buffer {
+  return Buffer.from(new ArrayBuffer(digestOffset(length) + DIGEST_BYTES), 0, length);
+}
+
+/**
+ * @internal The key whose canonical encoding fills `encoding`, a {@link keyStore}; hashed here
+ * unless the caller already has the digest's `hex`. The bytes are trusted, not checked: only
+ * the package's own writers (the encoder, the strict decoder, the chunk chain) call this.
+ */
+export function sealKey(encoding: Uint8Array, hex?: string): ArtifactKey {
+  const store = encoding.buffer;
+  if (!(store instanceof ArrayBuffer) || encoding.byteOffset !== 0 || store.byteLength !== digestOffset(encoding.byteLength) + DIGEST_BYTES) {
+    throw new Error('waitprep internal: sealKey() takes a keyStore()');
+  }
+  const tokensAt = tokensOffset(encoding);
+  const layoutBytes = (encoding[tokensAt - 4]! | (encoding[tokensAt - 3]! << 8) | (encoding[tokensAt - 2]! << 16) | (encoding[tokensAt - 1]! << 24)) >>> 0;
+  return new ArtifactKey(constructing, store, encoding.byteLength, hex ?? sha256Hex(encoding), tokensAt, layoutBytes / 4);
+}
+
+/** A hex digit's value (the digits are lowercase: they come from the hash or from a key). */
+const nibble = (code: number): number => (code <= 0x39 ? code - 0x30 : code - 0x57);
+
+/** The fields a key reads from its encoding on first use, frozen. */
+interface Fields {
+  source: ArtifactKeySource;
+  sourcePageGeneration: bigint;
+  codec: string;
+  codecConfig: string;
+  representationVersion: bigint;
+}
 
 /**
  * An immutable, validated artifact identity with its SHA-256 digest, computed
@@ -128,41 +113,70 @@ const sha256: (data: Buffer) => Buffer =
  * canonical encodings are equal; compare with {@link ArtifactKey.equals}. Its
  * plain form is {@link ArtifactKey.toFields}, its wire form
  * {@link ArtifactKey.toBytes} ({@link decodeArtifactKey} reads it back).
+ *
+ * A key holds only what its identity needs: the canonical encoding and the digest, in one
+ * buffer, and `hex`. Its fields (`source`, `codec`, …) are read out of the encoding on first
+ * use and kept from then on, so a key that only waits and pins (the coordinator reads `hex`,
+ * the lease table the digest) never builds them.
  */
 export class ArtifactKey {
-  readonly source: ArtifactKeySource;
-  readonly sourcePageGeneration: bigint;
-  readonly codec: string;
-  readonly codecConfig: string;
-  readonly representationVersion: bigint;
   /** Number of tokens in the layout. */
   readonly tokenCount: number;
-  readonly #digest: Uint8Array;
-  readonly #digestWords: Uint32Array;
   /** The digest as 64 lowercase hex characters: a string id for maps and logs. */
   readonly hex: string;
-  readonly #tokens: Uint32Array;
+  /** A view of the store's digest bytes; its `buffer` is the store. */
+  readonly #digest: Uint8Array;
+  readonly #digestWords: Uint32Array;
+  /** Bytes of the canonical encoding at the start of the store. */
+  readonly #length: number;
+  readonly #tokensAt: number;
+  /** Private fields stay writable on a frozen object: the one thing set after construction. */
+  #fields: Fields | null = null;
 
   /** @internal Use {@link artifactKey}. */
-  constructor(token: symbol, v: Validated, digest: Uint8Array) {
+  constructor(token: symbol, store: ArrayBuffer, length: number, hex: string, tokensAt: number, tokenCount: number) {
     if (token !== constructing) throw new WaitprepError('ERR_INVALID_KEY', 'Build keys with artifactKey(fields)');
-    this.source = v.source;
-    this.sourcePageGeneration = v.sourcePageGeneration;
-    this.codec = v.codec;
-    this.codecConfig = v.codecConfig;
-    this.representationVersion = v.representationVersion;
-    this.tokenCount = v.tokens.length;
-    this.#tokens = v.tokens;
+    const at = digestOffset(length);
+    const digest = new Uint8Array(store, at, DIGEST_BYTES);
+    for (let k = 0; k < DIGEST_BYTES; k++) digest[k] = (nibble(hex.charCodeAt(2 * k)) << 4) | nibble(hex.charCodeAt(2 * k + 1));
     this.#digest = digest;
-    this.#digestWords = new Uint32Array(8);
-    for (let k = 0; k < 8; k++) this.#digestWords[k] = (digest[4 * k]! | (digest[4 * k + 1]! << 8) | (digest[4 * k + 2]! << 16) | (digest[4 * k + 3]! << 24)) >>> 0;
-    this.hex = Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength).toString('hex');
+    if (LITTLE_ENDIAN) {
+      this.#digestWords = new Uint32Array(store, at, 8);
+    } else {
+      this.#digestWords = new Uint32Array(8);
+      for (let k = 0; k < 8; k++) this.#digestWords[k] = (digest[4 * k]! | (digest[4 * k + 1]! << 8) | (digest[4 * k + 2]! << 16) | (digest[4 * k + 3]! << 24)) >>> 0;
+    }
+    this.#length = length;
+    this.#tokensAt = tokensAt;
+    this.tokenCount = tokenCount;
+    this.hex = hex;
     Object.freeze(this);
   }
 
   /** SHA-256 of the canonical encoding: a fresh 32-byte copy on each read, so the key stays immutable. */
   get digest(): Uint8Array {
     return this.#digest.slice();
+  }
+
+  /** The runtime source's identity fields, without the token layout (frozen, `extra` too). */
+  get source(): ArtifactKeySource {
+    return this.#read().source;
+  }
+
+  get sourcePageGeneration(): bigint {
+    return this.#read().sourcePageGeneration;
+  }
+
+  get codec(): string {
+    return this.#read().codec;
+  }
+
+  get codecConfig(): string {
+    return this.#read().codecConfig;
+  }
+
+  get representationVersion(): bigint {
+    return this.#read().representationVersion;
   }
 
   static {
@@ -173,9 +187,28 @@ export class ArtifactKey {
     isArtifactKey = (value): value is ArtifactKey => typeof value === 'object' && value !== null && #digest in value;
   }
 
+  /** The canonical encoding, as a view of the store (never handed out). */
+  #encoding(): Uint8Array {
+    return new Uint8Array(this.#digest.buffer, 0, this.#length);
+  }
+
+  #read(): Fields {
+    if (this.#fields === null) {
+      const p = readKeyParts(this.#encoding());
+      this.#fields = {
+        source: Object.freeze({ ...p.strings, extra: p.extra === null ? NO_EXTRA : Object.freeze(p.extra) }),
+        sourcePageGeneration: p.sourcePageGeneration,
+        codec: p.codec,
+        codecConfig: p.codecConfig,
+        representationVersion: p.representationVersion,
+      };
+    }
+    return this.#fields;
+  }
+
   /** A fresh copy of the ordered token layout. */
   tokenLayout(): Uint32Array {
-    return this.#tokens.slice();
+    return tokensAt(this.#encoding(), this.#tokensAt, this.tokenCount);
   }
 
   /**
@@ -184,17 +217,7 @@ export class ArtifactKey {
    * a key equal to this one.
    */
   toFields(): ArtifactKeyPlainFields {
-    const source = {} as ArtifactKeyPlainFields['source'];
-    for (const name of SOURCE_STRING_FIELDS) source[name] = this.source[name];
-    source.tokenLayout = this.#tokens.slice();
-    source.extra = Object.assign(Object.create(null) as Record<string, string>, this.source.extra);
-    return {
-      source,
-      sourcePageGeneration: this.sourcePageGeneration,
-      codec: this.codec,
-      codecConfig: this.codecConfig,
-      representationVersion: this.representationVersion,
-    };
+    return plainFieldsOf(this.#encoding());
   }
 
   /**
@@ -204,23 +227,7 @@ export class ArtifactKey {
    * as it is. {@link decodeArtifactKey} turns it back into an equal key.
    */
   toBytes(): Uint8Array {
-    // The encoded entries are not kept on the key: they would hold every key's
-    // extra twice (in slices of Node's buffer pool). `source.extra` was
-    // validated when the key was built; remaking its entries is cheap.
-    const extraEntries = Object.entries(this.source.extra).map(([name, value]): [Buffer, Buffer] => [Buffer.from(name, 'utf8'), Buffer.from(value, 'utf8')]);
-    const out = encodeValidated(
-      {
-        source: this.source,
-        tokens: this.#tokens,
-        extraEntries: sortedByName(extraEntries),
-        sourcePageGeneration: this.sourcePageGeneration,
-        codec: this.codec,
-        codecConfig: this.codecConfig,
-        representationVersion: this.representationVersion,
-      },
-      true,
-    );
-    return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+    return new Uint8Array(this.#digest.buffer.slice(0, this.#length));
   }
 
   /** True when `other` is a key with the same canonical encoding. */
@@ -249,9 +256,7 @@ interface Validated {
  * unknown.
  */
 export function artifactKey(fields: ArtifactKeyFields): ArtifactKey {
-  const v = validate(fields);
-  const digest = new Uint8Array(sha256(encodeValidated(v)));
-  return new ArtifactKey(constructing, v, digest);
+  return sealKey(encodeValidated(validate(fields), true));
 }
 
 /** Throws `ERR_INVALID_KEY` unless `value` is an {@link ArtifactKey} built by this package. */
@@ -271,7 +276,7 @@ export function notAKey(): WaitprepError {
  * same bytes as `artifactKey(fields).toBytes()`, without the hash.
  */
 export function encodeArtifactKey(fields: ArtifactKeyFields): Uint8Array {
-  const out = encodeValidated(validate(fields), true);
+  const out = encodeValidated(validate(fields), false);
   return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
 }
 
@@ -395,11 +400,10 @@ function utf8Length(str: string): number {
  * Writes the canonical encoding in one pass into one buffer. Field order and
  * layout are docs/key-encoding.md; small helpers write bytes by hand because
  * most fields are short ASCII strings, where Buffer's methods cost more than
- * the bytes. `own` gives the result its own ArrayBuffer (for bytes handed
- * out); without it a short encoding may share Node's buffer pool, which is
- * fine for bytes that are only hashed.
+ * the bytes. The result is at offset 0 of its own ArrayBuffer: a
+ * {@link keyStore} when `forKey`, else exactly its length (bytes handed out).
  */
-function encodeValidated(v: Validated, own = false): Buffer {
+function encodeValidated(v: Validated, forKey: boolean): Buffer {
   const s = v.source;
   const strings = SOURCE_STRING_FIELDS.map((name): [number, string] => [KEY_FIELD_TAGS[name], s[name]]);
   const lengths = strings.map(([, str]) => utf8Length(str));
@@ -414,7 +418,7 @@ function encodeValidated(v: Validated, own = false): Buffer {
 
   let total = KEY_ENCODING_MAGIC.length + 14 * FIELD_HEADER + v.tokens.length * 4 + extraLength + 16 + codecLength + codecConfigLength;
   for (const length of lengths) total += length;
-  const out = own ? Buffer.allocUnsafeSlow(total) : Buffer.allocUnsafe(total);
+  const out = forKey ? keyStore(total) : Buffer.allocUnsafeSlow(total);
   out.set(KEY_ENCODING_MAGIC, 0);
   let at = KEY_ENCODING_MAGIC.length;
 
@@ -500,7 +504,8 @@ const hexBytes = (bytes: Uint8Array): string => Array.from(bytes, (b) => b.toStr
  */
 export function decodeArtifactKey(bytes: Uint8Array): ArtifactKey {
   if (!(bytes instanceof Uint8Array)) return fail('bytes', 'a Uint8Array holding a canonical key encoding (WPK1)', bytes);
-  const input = Buffer.from(bytes);
+  const input = keyStore(bytes.length);
+  input.set(bytes);
   const end = input.length;
   let at = 0;
 
@@ -532,71 +537,57 @@ export function decodeArtifactKey(bytes: Uint8Array): ArtifactKey {
     return length;
   };
   /** A UTF-8 run of `length` bytes at `at`, checked well-formed; moves past it. */
-  const utf8 = (name: string, length: number, allowEmpty: boolean): string => {
+  const utf8 = (name: string, length: number, allowEmpty: boolean): void => {
     if (length === 0 && !allowEmpty) wrong(name, at, 'a non-empty string', 'length 0');
-    const run = input.subarray(at, at + length);
-    if (!isUtf8(run)) wrong(name, at, 'well-formed UTF-8', `${length} bytes that are not`);
+    if (!isUtf8(input.subarray(at, at + length))) wrong(name, at, 'well-formed UTF-8', `${length} bytes that are not`);
     at += length;
-    // Buffer's decoder keeps a leading U+FEFF (TextDecoder would drop it as a BOM).
-    return run.toString('utf8');
   };
-  const u64Field = (tag: number): bigint => {
+  const u64Field = (tag: number): void => {
     const length = field(tag);
     if (length !== 8) wrong(FIELD_NAMES[tag]!, at - 4, 'the length 8 (a u64le)', `${length}`);
-    const value = input.readBigUInt64LE(at);
     at += 8;
-    return value;
   };
 
-  const strings = {} as Record<(typeof SOURCE_STRING_FIELDS)[number], string>;
-  for (const name of SOURCE_STRING_FIELDS) strings[name] = utf8(`source.${name}`, field(KEY_FIELD_TAGS[name]), false);
+  for (const name of SOURCE_STRING_FIELDS) utf8(`source.${name}`, field(KEY_FIELD_TAGS[name]), false);
 
   const layoutLength = field(KEY_FIELD_TAGS.tokenLayout);
   if (layoutLength === 0 || layoutLength % 4 !== 0) {
     wrong('source.tokenLayout', at - 4, 'a non-zero multiple of 4 (u32le tokens)', `${layoutLength}`);
   }
-  const tokens = new Uint32Array(layoutLength / 4);
-  if (LITTLE_ENDIAN) new Uint8Array(tokens.buffer).set(input.subarray(at, at + layoutLength));
-  else for (let i = 0; i < tokens.length; i++) tokens[i] = u32At(at + 4 * i);
   at += layoutLength;
 
   const extraLength = field(KEY_FIELD_TAGS.extra);
   const extraEnd = at + extraLength;
-  const extraEntries: Array<[Buffer, Buffer]> = [];
-  let extra: Record<string, string> = NO_EXTRA;
-  if (extraEnd > at) extra = Object.create(null) as Record<string, string>;
-  /** One length-prefixed run inside the `extra` payload. */
-  const extraRun = (name: string, allowEmpty: boolean): [Buffer, string] => {
+  /** One length-prefixed run inside the `extra` payload, checked; returns its bytes. */
+  const extraRun = (name: string, allowEmpty: boolean): Buffer => {
     if (extraEnd - at < 4) wrong(name, at, 'a u32le length inside the extra payload', `${extraEnd - at} bytes left of it`);
     const length = u32At(at);
     at += 4;
     if (length > extraEnd - at) wrong(name, at, `${length} bytes inside the extra payload`, `${extraEnd - at} left of it`);
     const start = at;
-    const text = utf8(name, length, allowEmpty);
-    // A copy: a view would keep the whole input alive for as long as the key.
-    return [Buffer.from(input.subarray(start, at)), text];
+    utf8(name, length, allowEmpty);
+    return input.subarray(start, at);
   };
+  let previous: Buffer | null = null;
   while (at < extraEnd) {
     const nameAt = at;
-    const [nameBytes, name] = extraRun('source.extra (a name)', false);
-    const previous = extraEntries.at(-1);
-    if (previous !== undefined && Buffer.compare(previous[0], nameBytes) >= 0) {
-      wrong('source.extra (a name)', nameAt, `a name after ${JSON.stringify(previous[0].toString('utf8'))} in UTF-8 byte order (sorted, no repeats)`, JSON.stringify(name));
+    const nameBytes = extraRun('source.extra (a name)', false);
+    // Buffer's decoder keeps a leading U+FEFF, as the key's fields do.
+    const name = nameBytes.toString('utf8');
+    if (previous !== null && Buffer.compare(previous, nameBytes) >= 0) {
+      wrong('source.extra (a name)', nameAt, `a name after ${JSON.stringify(previous.toString('utf8'))} in UTF-8 byte order (sorted, no repeats)`, JSON.stringify(name));
     }
-    const [valueBytes, value] = extraRun(`source.extra.${name}`, true);
-    extraEntries.push([nameBytes, valueBytes]);
-    extra[name] = value;
+    extraRun(`source.extra.${name}`, true);
+    previous = nameBytes;
   }
-  if (extra !== NO_EXTRA) Object.freeze(extra);
 
-  const sourcePageGeneration = u64Field(KEY_FIELD_TAGS.sourcePageGeneration);
-  const codec = utf8('codec', field(KEY_FIELD_TAGS.codec), false);
-  const codecConfig = utf8('codecConfig', field(KEY_FIELD_TAGS.codecConfig), false);
-  const representationVersion = u64Field(KEY_FIELD_TAGS.representationVersion);
+  u64Field(KEY_FIELD_TAGS.sourcePageGeneration);
+  utf8('codec', field(KEY_FIELD_TAGS.codec), false);
+  utf8('codecConfig', field(KEY_FIELD_TAGS.codecConfig), false);
+  u64Field(KEY_FIELD_TAGS.representationVersion);
   if (at !== end) wrong('bytes', at, `the end of the key (${at} bytes)`, `${end - at} more bytes`);
 
-  const v: Validated = { source: Object.freeze({ ...strings, extra }), tokens, extraEntries, sourcePageGeneration, codec, codecConfig, representationVersion };
-  // Every byte was checked to be the one the encoder writes for `v`, so these
-  // are its canonical bytes: hash them as they are, no re-encoding.
-  return new ArtifactKey(constructing, v, new Uint8Array(sha256(input)));
+  // Every byte was checked to be the one the encoder writes for the fields it spells, so these
+  // are the key's canonical bytes: the key keeps them as they are and hashes them once.
+  return sealKey(input);
 }

@@ -7,8 +7,9 @@
  *   C pin loop, the exchange buffer) without the TypeScript wrapper.
  * - `keyBucketsFor`: the slots a key may occupy (its two buckets), so a benchmark can fill them
  *   on purpose.
- * - `preparationTaskOf`: the task PreparationDriver hands a pool thread for an issued unit, so a
- *   benchmark can time the hand-off of the real thing.
+ * - `preparationTaskOf`: the task PreparationDriver posts to a pool thread for an issued unit
+ *   (its `keyBytes` buffer goes in the transfer list), so a benchmark can time the hand-off of
+ *   the real thing.
  */
 export { InMemoryBackend } from './memory-backend.js';
 export { nativeAddon, type NativeAddon } from './native.js';

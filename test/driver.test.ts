@@ -10,6 +10,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   PreparationDriver,
   WaitprepError,
+  artifactKey,
+  decodeArtifactKey,
   type ArtifactKeyPlainFields,
   type GrantSource,
   type PreparationDriverOptions,
@@ -18,6 +20,7 @@ import {
   type WaitCoordinator,
 } from '../lib/index.js';
 import { WORKER_FILENAME } from '../lib/driver/driver.js';
+import { preparationTaskOf } from '../lib/testing.js';
 import { consumer, makeKey, setup, ticketOf, withBackend } from './helpers.js';
 
 // Indexes of the marks prepare-hang.mjs keeps in workerData.marks.
@@ -97,6 +100,49 @@ function marksBuffer(): Int32Array {
 }
 
 describe('PreparationDriver: success path', () => {
+  it('hands prepare both key forms of any key, the plain form read on the worker thread from the bytes it was moved', async () => {
+    const { coord } = setup();
+    const key = artifactKey({
+      source: {
+        snapshotKind: 'kv-page', runtime: 'r\u00e9', model: '模型', adapter: 'none', profile: 'bf16', positionPolicy: 'absolute', task: 't', namespace: '\ufeffn',
+        tokenLayout: Uint32Array.from({ length: 5000 }, (_, i) => (i * 2654435761) >>> 0),
+        extra: { '😀': '', __proto__: 'p', '10': 'b', '9': 'a' },
+      },
+      sourcePageGeneration: 2n ** 64n - 1n,
+      codec: 'raw',
+      codecConfig: '{"x":1}',
+      representationVersion: 3,
+    });
+    expect(coord.onWait(consumer(0), key).status).toBe('queued');
+    const { driver, reports } = drive(coord, new Grants(1), 'prepare-ok.mjs');
+    driver.poke();
+    await until(() => expect(reports).toHaveLength(1));
+    const value = reports[0]!.value as { rebuiltHex: string; decodedHex: string; keyBytesOwnBuffer: boolean; key: ArtifactKeyPlainFields; keyBytes: Uint8Array };
+    expect(value.rebuiltHex).toBe(key.hex);
+    expect(value.decodedHex).toBe(key.hex);
+    expect(value.key).toEqual(key.toFields());
+    expect(Object.keys(value.key.source.extra)).toEqual(Object.keys(key.toFields().source.extra));
+    expect(Buffer.from(value.keyBytes).equals(key.toBytes())).toBe(true);
+    expect(value.keyBytesOwnBuffer).toBe(true);
+  });
+
+  it('posts the key as its bytes only, moved rather than cloned (preparationTaskOf is what it posts)', () => {
+    const { coord } = setup();
+    const key = makeKey(7);
+    expect(coord.onWait(consumer(0), key).status).toBe('queued');
+    const work = coord.beginNext({ worker: 'w', grant: 'g' })!;
+    const task = preparationTaskOf(work);
+    expect(Object.keys(task).sort()).toEqual(['grant', 'id', 'keyBytes', 'keyHex', 'readiness', 'target']);
+    expect(Buffer.from(task.keyBytes).equals(key.toBytes())).toBe(true);
+    expect(task.keyBytes.byteOffset === 0 && task.keyBytes.buffer.byteLength === task.keyBytes.byteLength).toBe(true);
+    const moved = structuredClone(task, { transfer: [task.keyBytes.buffer as ArrayBuffer] });
+    expect(task.keyBytes.byteLength).toBe(0);
+    expect(decodeArtifactKey(moved.keyBytes).equals(key)).toBe(true);
+    // A fresh copy each time: moving one task's bytes leaves the key and the next task whole.
+    expect(preparationTaskOf(work).keyBytes.byteLength).toBe(key.toBytes().byteLength);
+    coord.complete(work, { ok: true });
+  });
+
   it('prepares queued units one at a time in FIFO order, each applied, one grant per unit', async () => {
     const { coord } = setup();
     const keys = [makeKey(0), makeKey(1), makeKey(2)];
@@ -473,7 +519,7 @@ describe('PreparationDriver: one file per thread', () => {
     expect(existsSync(WORKER_FILENAME)).toBe(true);
   });
 
-  it('loads only the protocol and errors on a worker thread (run-time imports, followed through dist/)', async () => {
+  it('loads only the protocol, errors and key-fields on a worker thread (run-time imports, followed through dist/)', async () => {
     await lexerReady;
     const seen = new Set<string>();
     const computed: string[] = [];
@@ -493,7 +539,7 @@ describe('PreparationDriver: one file per thread', () => {
       }
     };
     visit(WORKER_FILENAME);
-    expect([...seen].map((file) => relative(dist, file)).sort()).toEqual(['driver/protocol.js', 'driver/worker.js', 'errors.js']);
+    expect([...seen].map((file) => relative(dist, file)).sort()).toEqual(['driver/protocol.js', 'driver/worker.js', 'errors.js', 'key-fields.js']);
     // The one import that cannot be followed is the user's preparation module (loadPrepare).
     expect(computed).toEqual(['driver/worker.js: import(module)']);
   });

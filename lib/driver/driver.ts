@@ -20,7 +20,7 @@ import {
   WORKER_EXPORT,
   reviveError,
   type Envelope,
-  type PreparationTask,
+  type PostedTask,
   type WorkerReply,
 } from './protocol.js';
 
@@ -354,7 +354,8 @@ export class PreparationDriver {
     if (signal.aborted) unit.onAbort();
     else signal.addEventListener('abort', unit.onAbort, { once: true });
     const envelope: Envelope = { module: this.#module, flag, task: taskOf(work) };
-    const run = this.#pool.run(envelope, { signal: unit.kill?.signal ?? null });
+    // The key bytes are this task's own copy: moved to the worker, not cloned.
+    const run = this.#pool.run(envelope, { signal: unit.kill?.signal ?? null, transferList: [envelope.task.keyBytes.buffer as ArrayBuffer] });
     if (this.#deadlineMs !== null) unit.timer = setTimeout(() => this.#onDeadline(unit), this.#deadlineMs);
     run.then(
       (reply) => this.#onRunEnded(unit, reply, null),
@@ -439,18 +440,19 @@ function raise(flag: Int32Array, state: number): void {
 }
 
 /**
- * Plain data of a unit for the worker, no class instances. The key goes in
- * both forms, each made here once: the worker side itself needs neither (it
- * passes the task through and never rebuilds a key, which would put key.ts
- * and a SHA-256 per unit on every worker thread); `prepare` reads fields from
- * the plain form, and forwards or decodes the wire form when it needs a key.
+ * Plain data of a unit for the worker, no class instances: what the driver
+ * posts, with `keyBytes` (a fresh `key.toBytes()` over its own buffer) in the
+ * post's transfer list. The key goes only as its bytes: cloning its plain form
+ * as well would copy every token twice more on this thread (into the plain
+ * form, then into the message). The worker side reads the plain form out of
+ * the bytes, without hashing or validating (they are the key's own encoding),
+ * and `prepare` gets both forms.
  */
-export function taskOf(work: IssuedWorkUnit): PreparationTask {
+export function taskOf(work: IssuedWorkUnit): PostedTask {
   const { key, target } = work;
   return {
     id: work.id,
     keyHex: key.hex,
-    key: key.toFields(),
     keyBytes: key.toBytes(),
     readiness: work.readiness,
     target: target === null ? null : { device: target.device, arena: BigInt(target.arena), arenaGeneration: BigInt(target.arenaGeneration) },

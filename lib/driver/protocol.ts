@@ -2,23 +2,29 @@
 // and the piscina worker threads (worker.ts) import this module and nothing of
 // each other. Three things cross between them, and all three are defined here:
 //
-//   main ──Envelope──▶ worker      structured-cloned by piscina, once per unit
+//   main ──Envelope──▶ worker      posted by piscina once per unit: cloned, but for the key's
+//                                   bytes, which are transferred
 //   main ◀─WorkerReply── worker    a plain answer; a rejection means the worker could not run the unit
 //   main ◀─Int32Array flag─▶ worker  shared memory, the only thing either side writes after the start
 //
 // Only errors.ts is imported at run time (the other imports are types), so a
-// worker thread loads no coordinator, key or lease-table code.
+// worker thread loads no coordinator, key or lease-table code; worker.ts adds
+// key-fields.ts, which reads a key's plain form out of its bytes (no hashing).
 import { describe } from '../errors.js';
 import type { ArtifactKeyPlainFields } from '../key.js';
 import type { ResourceGrant } from '../types.js';
 
 /**
- * What `prepare` receives: plain data of the issued unit, made once on the
- * main thread and structured-cloned into the worker. The key comes in both of
- * its forms (docs/key-encoding.md): `key`, the plain form, to read fields
+ * What `prepare` receives: plain data of the issued unit. The key comes in both
+ * of its forms (docs/key-encoding.md): `key`, the plain form, to read fields
  * without decoding anything, and `keyBytes`, the wire form, to forward across a
  * process boundary as it is or to turn back into an `ArtifactKey` with
  * `decodeArtifactKey(task.keyBytes)` (whose `hex` equals `keyHex`).
+ *
+ * The main thread posts it without `key` (a {@link PostedTask}) and transfers
+ * `keyBytes` rather than cloning it; the worker side reads `key` out of those
+ * bytes before it calls `prepare`. So the key's tokens are copied once on the
+ * coordinator's thread (into `keyBytes`) and never cloned.
  */
 export interface PreparationTask {
   /** The issued unit's id. */
@@ -73,12 +79,18 @@ export const DEADLINE = 2;
 /** The worker module's export piscina calls (its `name` option). */
 export const WORKER_EXPORT = 'runPreparation';
 
+/**
+ * A {@link PreparationTask} as the main thread posts it: without `key`, and with `keyBytes`
+ * over its own `ArrayBuffer`, which goes in the post's transfer list.
+ */
+export type PostedTask = Omit<PreparationTask, 'key'>;
+
 /** What the worker side receives from piscina. */
 export interface Envelope {
   /** The user's `prepare` module, as a `file:` URL. */
   module: string;
   flag: Int32Array;
-  task: PreparationTask;
+  task: PostedTask;
 }
 
 /** A `prepare` error as plain data: Error objects lose their `code` and custom names crossing threads. */

@@ -1,10 +1,12 @@
 // The worker side of a PreparationDriver: the module piscina loads in each of
 // the pool's worker threads (the driver points piscina's `filename` at this
 // file's compiled dist/driver/worker.js). It runs on worker threads only, and
-// imports only the protocol and errors: nothing here touches the coordinator,
-// and the key arrives as plain data the user's `prepare` reads as it needs.
+// imports only the protocol, errors and key-fields: nothing here touches the
+// coordinator or hashes, and the key arrives as its bytes, from which the task's
+// plain form is read here, off the coordinator's thread.
 import { threadId } from 'node:worker_threads';
 import { describe } from '../errors.js';
+import { plainFieldsOf } from '../key-fields.js';
 import { RUNNING, DEADLINE, STATE, THREAD, toRemoteError, type Envelope, type PrepareContext, type PreparationTask, type WorkerReply } from './protocol.js';
 
 /**
@@ -14,8 +16,18 @@ import { RUNNING, DEADLINE, STATE, THREAD, toRemoteError, type Envelope, type Pr
  * not export a function, rejects: the unit counts as crashed.
  */
 export async function runPreparation(envelope: Envelope): Promise<WorkerReply> {
-  const { module, flag, task } = envelope;
+  const { module, flag, task: posted } = envelope;
   Atomics.store(flag, THREAD, threadId);
+  // The bytes are the key's canonical encoding, made by key.toBytes() on the main thread.
+  const task: PreparationTask = {
+    id: posted.id,
+    keyHex: posted.keyHex,
+    key: plainFieldsOf(posted.keyBytes),
+    keyBytes: posted.keyBytes,
+    readiness: posted.readiness,
+    target: posted.target,
+    grant: posted.grant,
+  };
   const prepare = await loadPrepare(module);
   // Asked to stop before it started (it waited in the pool's queue): the first safe boundary is now.
   if (Atomics.load(flag, STATE) !== RUNNING) return { ok: false, error: toRemoteError(stopReason(Atomics.load(flag, STATE), task.id)) };
