@@ -8,7 +8,10 @@
 //
 // and for each:
 //   admit_us           event-loop time of one admission: building the key + coordinator.onWait,
-//                      median of the runs (the chained form's turn extends one live session);
+//                      median of the runs (the chained form's turn extends one live session),
+//                      after untimed runs so that the timed ones run optimized code: 10 of
+//                      the whole form, whose time is the hash's, and CHAINED_WARM of the
+//                      chained form, on a session of their own;
 //   admit_cpu_us       the same in the process's CPU time (process.cpuUsage, microsecond ticks,
 //                      GC helper threads included): on a shared machine the wall time also
 //                      holds other processes' turns
@@ -18,13 +21,13 @@
 //                      array is dropped after each wait, as a caller would drop it
 //   chain_bytes        chained only: what each session's chain itself holds (digests, pending
 //                      tail), kept by the caller, not by the coordinator; not in retained_bytes
-//   handoff_us         the per-unit hand-off on the coordinator's thread: the task
-//                      PreparationDriver posts for the issued unit (preparationTaskOf, which is
-//                      driver.ts's taskOf) and its structured clone with the key bytes'
-//                      buffer transferred, which is what piscina's postMessage does to it;
-//                      median of the runs; handoff_cpu_us in CPU time, as above. The worker
-//                      thread reads the key's plain form out of the bytes; that is not counted
-//   handoff_bytes      the key bytes the task carries (one copy, transferred, not cloned)
+//   handoff_us         the per-unit hand-off on the coordinator's thread: what PreparationDriver
+//                      posts for the issued unit (preparationTaskOf: the task and its transfer
+//                      list, driver.ts's postOf) and the structured clone of the task with that
+//                      transfer list, which is what piscina's postMessage does to it; median of
+//                      the runs; handoff_cpu_us in CPU time, as above. The worker thread's copy
+//                      of a shared key and its read of the plain form are not counted
+//   handoff_bytes      the key bytes the task carries (moved or shared, never cloned)
 //
 //   npm run bench:wait-cost                   table
 //   npm run -s bench:wait-cost -- --json      one JSON object on stdout, nothing else
@@ -44,6 +47,8 @@ if (sizes.some((n) => !Number.isSafeInteger(n) || n < 1024)) throw new Error(`--
 const RUNS = quick ? 7 : 41;
 /** Untimed runs first, so the timed ones run optimized code. */
 const WARM = 10;
+/** The chained form's admission is a few µs of JavaScript: V8 optimizes it only after many more runs. */
+const CHAINED_WARM = quick ? 200 : 2000;
 /** The waiters of a retained-bytes figure hold about this many bytes of token copies in the whole form. */
 const WAITER_BUDGET = (quick ? 16 : 128) * 1024 * 1024;
 const TURN = 600;
@@ -74,23 +79,25 @@ function median(samples) {
 
 const us = (ns) => Math.round(ns / 100) / 10;
 
-/** Median ns of the hand-off of `key`'s unit, and the bytes of its key copy. */
-function handoff(key) {
-  const c = coordinator(RUNS + WARM);
+/** Median ns of the hand-off of `key`'s unit after `warm` untimed ones, and the bytes of its key. */
+function handoff(key, warm) {
+  const c = coordinator(RUNS + warm);
   const samples = [];
   const cpuSamples = [];
   let bytes = 0;
-  for (let r = -WARM; r < RUNS; r++) {
+  for (let r = -warm; r < RUNS; r++) {
     if (c.onWait({ engine: 'engine-0', request: `h-${r}`, generation: 0 }, key).status !== 'queued') throw new Error('wait-cost: the hand-off wait did not queue');
     const work = c.beginNext(GRANT);
     if (work === null) throw new Error('wait-cost: beginNext issued nothing');
     const cpu = process.cpuUsage();
     const t0 = process.hrtime.bigint();
-    const task = preparationTaskOf(work);
-    const clone = structuredClone(task, { transfer: [task.keyBytes.buffer] });
+    const { task, transferList } = preparationTaskOf(work);
+    const clone = structuredClone(task, { transfer: transferList });
     const t1 = process.hrtime.bigint();
     const spent = process.cpuUsage(cpu);
-    if (clone.keyHex !== key.hex || task.keyBytes.byteLength !== 0) throw new Error('wait-cost: the task names another key, or its bytes were cloned, not moved');
+    const moved = transferList.length === 1 && task.keyBytes.byteLength === 0;
+    const shared = transferList.length === 0 && clone.keyBytes.buffer instanceof SharedArrayBuffer;
+    if (clone.keyHex !== key.hex || !(moved || shared)) throw new Error('wait-cost: the task names another key, or its bytes were cloned');
     bytes = clone.keyBytes.byteLength;
     if (r >= 0) {
       samples.push(Number(t1 - t0));
@@ -103,19 +110,20 @@ function handoff(key) {
 
 /**
  * Median event-loop time of building a key and admitting a wait on it: `input(r)` (untimed) makes
- * run r's input, `build(input)` the key. Also returns the last key, for the hand-off.
+ * run r's input, `build(input, r)` the key; runs below 0 (`warm` of them) are not timed. Also
+ * returns the last key, for the hand-off.
  */
-function admissions(input, build) {
-  const c = coordinator(RUNS + WARM);
+function admissions(input, build, warm) {
+  const c = coordinator(RUNS + warm);
   const keySamples = [];
   const admitSamples = [];
   const cpuSamples = [];
   let last = null;
-  for (let r = -WARM; r < RUNS; r++) {
+  for (let r = -warm; r < RUNS; r++) {
     const given = input(r);
     const cpu = process.cpuUsage();
     const t0 = process.hrtime.bigint();
-    const key = build(given);
+    const key = build(given, r);
     const t1 = process.hrtime.bigint();
     const admission = c.onWait({ engine: 'engine-0', request: `t-${r}`, generation: 0 }, key);
     const t2 = process.hrtime.bigint();
@@ -134,14 +142,14 @@ function admissions(input, build) {
 async function whole(n) {
   const waiters = Math.max(16, Math.min(1000, Math.floor(WAITER_BUDGET / (n * 4))));
   // Admission time: a fresh caller token array each run, as each wait brings its own context.
-  const { last, ...times } = admissions((r) => tokensOf(n, r + 8), wholeKey);
+  const { last, ...times } = admissions((r) => tokensOf(n, r + 8), wholeKey, WARM);
   // Retained: `waiters` queued waits, each on its own key; the caller's arrays are dropped.
   const held = coordinator(waiters);
   const before = await heap();
   for (let i = 0; i < waiters; i++) held.onWait({ engine: 'engine-0', request: `w-${i}`, generation: 0 }, wholeKey(tokensOf(n, i)));
   const after = await heap();
   if (held.stats().waiting !== waiters) throw new Error('wait-cost: not every wait was admitted');
-  return { form: 'whole', tokens: n, ...times, retained_bytes: Math.round((after - before) / waiters), chain_bytes: null, waiters, ...handoff(last) };
+  return { form: 'whole', tokens: n, ...times, retained_bytes: Math.round((after - before) / waiters), chain_bytes: null, waiters, ...handoff(last, WARM) };
 }
 
 async function chained(n) {
@@ -149,15 +157,20 @@ async function chained(n) {
   const waiters = quick ? 200 : 1000;
   const prefix = n - TURN;
   const turn = tokensOf(TURN, 7);
-  // Admission time: one live session, each run its next turn.
+  // Admission time: one live session, each run its next turn; the untimed runs grow a session of
+  // their own, so the timed session is at n tokens.
+  const warmup = new ChunkChain(CHAIN);
   const session = new ChunkChain(CHAIN);
+  warmup.extend(tokensOf(prefix, 1));
   session.extend(tokensOf(prefix, 0));
   const { last, ...times } = admissions(
     () => turn,
-    (tokens) => {
-      session.extend(tokens);
-      return session.manifestKey();
+    (tokens, r) => {
+      const chain = r < 0 ? warmup : session;
+      chain.extend(tokens);
+      return chain.manifestKey();
     },
+    CHAINED_WARM,
   );
   // Retained: `waiters` sessions, each with its previous turns keyed (the chains are the caller's
   // and measured apart), then each session's turn and its queued wait.
@@ -176,7 +189,7 @@ async function chained(n) {
   }
   const after = await heap();
   if (held.stats().waiting !== waiters) throw new Error('wait-cost: not every wait was admitted');
-  return { form: 'chained', tokens: n, ...times, retained_bytes: Math.round((after - before) / waiters), chain_bytes: Math.round((before - base) / waiters), waiters, ...handoff(last) };
+  return { form: 'chained', tokens: n, ...times, retained_bytes: Math.round((after - before) / waiters), chain_bytes: Math.round((before - base) / waiters), waiters, ...handoff(last, CHAINED_WARM) };
 }
 
 const results = [];
@@ -184,7 +197,7 @@ for (const n of sizes) {
   results.push(await whole(n));
   results.push(await chained(n));
 }
-const env = benchEnv({ quick, runs: RUNS, turnTokens: TURN, chunkTokens: CHUNK, timing: 'one admission or hand-off between two process.hrtime.bigint() reads; median of the runs' });
+const env = benchEnv({ quick, runs: RUNS, warm: WARM, chainedWarm: CHAINED_WARM, turnTokens: TURN, chunkTokens: CHUNK, timing: 'one admission or hand-off between two process.hrtime.bigint() reads; median of the runs' });
 if (flag('json')) {
   process.stdout.write(JSON.stringify({ env, results }) + '\n');
 } else {

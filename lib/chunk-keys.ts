@@ -411,7 +411,8 @@ export class ChunkChain {
     at += t.parentName.copy(out, at);
     out.writeUInt32LE(parentHex.length, at);
     at += 4;
-    at += out.write(parentHex, at, 'latin1');
+    // 64 hex digits (or none): written by hand, a Buffer.write costs more than the bytes.
+    for (let k = 0; k < parentHex.length; k++) out[at++] = parentHex.charCodeAt(k);
     at += t.extraAfter.copy(out, at);
     at += t.tail.copy(out, at);
     if (at !== total) throw new Error(`waitprep internal: chunk encoding wrote ${at} of ${total} bytes`);

@@ -7,11 +7,10 @@
  *   C pin loop, the exchange buffer) without the TypeScript wrapper.
  * - `keyBucketsFor`: the slots a key may occupy (its two buckets), so a benchmark can fill them
  *   on purpose.
- * - `preparationTaskOf`: the task PreparationDriver posts to a pool thread for an issued unit
- *   (its `keyBytes` buffer goes in the transfer list), so a benchmark can time the hand-off of
- *   the real thing.
+ * - `preparationTaskOf`: what PreparationDriver posts to a pool thread for an issued unit, the
+ *   task and the post's transfer list, so a benchmark can time the hand-off of the real thing.
  */
 export { InMemoryBackend } from './memory-backend.js';
 export { nativeAddon, type NativeAddon } from './native.js';
 export { keyBucketsFor } from './lease-table/js-handle.js';
-export { taskOf as preparationTaskOf } from './driver/driver.js';
+export { postOf as preparationTaskOf } from './driver/driver.js';

@@ -12,6 +12,7 @@ import {
   WaitprepError,
   artifactKey,
   decodeArtifactKey,
+  type ArtifactKey,
   type ArtifactKeyPlainFields,
   type GrantSource,
   type PreparationDriverOptions,
@@ -20,6 +21,7 @@ import {
   type WaitCoordinator,
 } from '../lib/index.js';
 import { WORKER_FILENAME } from '../lib/driver/driver.js';
+import { SHARED_STORE_BYTES } from '../lib/key.js';
 import { preparationTaskOf } from '../lib/testing.js';
 import { consumer, makeKey, setup, ticketOf, withBackend } from './helpers.js';
 
@@ -90,6 +92,16 @@ function drive(
   return { driver, reports };
 }
 
+/** What the driver would post for a unit of `key`, issued by a coordinator of its own. */
+function preparationTaskOfKey(key: ArtifactKey): ReturnType<typeof preparationTaskOf> {
+  const { coord } = setup();
+  expect(coord.onWait(consumer(0), key).status).toBe('queued');
+  const work = coord.beginNext({ worker: 'w', grant: 'g' })!;
+  const posted = preparationTaskOf(work);
+  coord.complete(work, { ok: true });
+  return posted;
+}
+
 /** Waits until `check` passes (it is "it happened", never "within N ms"). */
 function until(check: () => void): Promise<void> {
   return vi.waitFor(check, { timeout: 15_000, interval: 5 });
@@ -124,23 +136,31 @@ describe('PreparationDriver: success path', () => {
     expect(Object.keys(value.key.source.extra)).toEqual(Object.keys(key.toFields().source.extra));
     expect(Buffer.from(value.keyBytes).equals(key.toBytes())).toBe(true);
     expect(value.keyBytesOwnBuffer).toBe(true);
+    // A key this long is posted as its shared store; prepare got a copy, not the shared memory.
+    expect(preparationTaskOfKey(key).transferList).toEqual([]);
+    expect(value.keyBytes.buffer).toBeInstanceOf(ArrayBuffer);
   });
 
-  it('posts the key as its bytes only, moved rather than cloned (preparationTaskOf is what it posts)', () => {
-    const { coord } = setup();
-    const key = makeKey(7);
-    expect(coord.onWait(consumer(0), key).status).toBe('queued');
-    const work = coord.beginNext({ worker: 'w', grant: 'g' })!;
-    const task = preparationTaskOf(work);
-    expect(Object.keys(task).sort()).toEqual(['grant', 'id', 'keyBytes', 'keyHex', 'readiness', 'target']);
-    expect(Buffer.from(task.keyBytes).equals(key.toBytes())).toBe(true);
-    expect(task.keyBytes.byteOffset === 0 && task.keyBytes.buffer.byteLength === task.keyBytes.byteLength).toBe(true);
-    const moved = structuredClone(task, { transfer: [task.keyBytes.buffer as ArrayBuffer] });
-    expect(task.keyBytes.byteLength).toBe(0);
-    expect(decodeArtifactKey(moved.keyBytes).equals(key)).toBe(true);
-    // A fresh copy each time: moving one task's bytes leaves the key and the next task whole.
-    expect(preparationTaskOf(work).keyBytes.byteLength).toBe(key.toBytes().byteLength);
-    coord.complete(work, { ok: true });
+  it('posts the key as its bytes only: a short key\'s moved, a long key\'s shared, never cloned (preparationTaskOf is what it posts)', () => {
+    const long = artifactKey({ ...makeKey(7).toFields(), source: { ...makeKey(7).toFields().source, tokenLayout: new Uint32Array(SHARED_STORE_BYTES / 4) } });
+    for (const key of [makeKey(7), long]) {
+      const { task, transferList } = preparationTaskOfKey(key);
+      expect(Object.keys(task).sort()).toEqual(['grant', 'id', 'keyBytes', 'keyHex', 'readiness', 'target']);
+      expect(task.keyHex).toBe(key.hex);
+      expect(Buffer.from(task.keyBytes).equals(key.toBytes())).toBe(true);
+      expect(task.keyBytes.byteOffset === 0 && task.keyBytes.buffer.byteLength === task.keyBytes.byteLength).toBe(true);
+      const posted = structuredClone(task, { transfer: transferList });
+      expect(decodeArtifactKey(posted.keyBytes).equals(key)).toBe(true);
+      if (key === long) {
+        expect(transferList).toEqual([]);
+        expect(task.keyBytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+      } else {
+        expect(transferList).toEqual([task.keyBytes.buffer]);
+        expect(task.keyBytes.byteLength).toBe(0);
+      }
+      // The key is whole after its bytes were moved or shared, and the next post is whole too.
+      expect(Buffer.from(preparationTaskOfKey(key).task.keyBytes).equals(key.toBytes())).toBe(true);
+    }
   });
 
   it('prepares queued units one at a time in FIFO order, each applied, one grant per unit', async () => {

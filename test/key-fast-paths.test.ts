@@ -2,6 +2,7 @@
 // into a key's store; lib/key.ts reads a key's fields out of its encoding on first use) against
 // the slow construction they replace: artifactKey() over the fields docs/engine-keys.md gives
 // each chunk and manifest. Same fields, same bytes, same digest, on random chains.
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
@@ -19,6 +20,7 @@ import {
   type ChunkKey,
 } from '../lib/index.js';
 import { plainFieldsOf } from '../lib/key-fields.js';
+import { SHARED_STORE_BYTES, keyDigestBytes } from '../lib/key.js';
 
 const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString('hex');
 
@@ -187,6 +189,30 @@ describe('a key reads its fields out of its encoding on first use', () => {
       }),
       { numRuns: 200 },
     );
+  });
+
+  it('behaves the same for a key long enough to keep its encoding in shared memory', () => {
+    const fields: ArtifactKeyFields = {
+      source: { snapshotKind: 'kv', runtime: 'r', model: 'm', adapter: 'none', profile: 'p', positionPolicy: 'a', task: 't', namespace: 'n',
+        tokenLayout: Uint32Array.from({ length: SHARED_STORE_BYTES / 4 }, (_, i) => i * 7), extra: { z: '\u00e9' } },
+      sourcePageGeneration: 5n,
+      codec: 'none',
+      codecConfig: 'none',
+      representationVersion: 1,
+    };
+    const key = artifactKey(fields);
+    const bytes = key.toBytes();
+    expect(bytes.buffer).toBeInstanceOf(ArrayBuffer);
+    expect(bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.byteLength).toBe(true);
+    expect(hex(bytes)).toBe(hex(encodeArtifactKey(fields)));
+    expect(key.hex).toBe(createHash('sha256').update(bytes).digest('hex'));
+    expect(keyDigestBytes(key).buffer).toBeInstanceOf(ArrayBuffer);
+    expect(hex(keyDigestBytes(key))).toBe(key.hex);
+    bytes.fill(0);
+    expect(hex(key.toBytes())).toBe(hex(encodeArtifactKey(fields)));
+    expectSameKey(decodeArtifactKey(encodeArtifactKey(fields)), key);
+    expect(key.tokenCount).toBe(SHARED_STORE_BYTES / 4);
+    expect(key.tokenLayout()[100]).toBe(700);
   });
 
   it('keeps no field as an own property: a key is its hex, its token count and private state', () => {

@@ -8,6 +8,7 @@ import type { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { WaitprepError, describe, invalidArgument } from '../errors.js';
 import type { IssuedWorkUnit, WaitCoordinator } from '../coordinator.js';
+import { sharedKeyBytes } from '../key.js';
 import type { ResourceGrant } from '../types.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions } from '../internal/validate.js';
 import {
@@ -353,9 +354,9 @@ export class PreparationDriver {
     const signal = work.signal;
     if (signal.aborted) unit.onAbort();
     else signal.addEventListener('abort', unit.onAbort, { once: true });
-    const envelope: Envelope = { module: this.#module, flag, task: taskOf(work) };
-    // The key bytes are this task's own copy: moved to the worker, not cloned.
-    const run = this.#pool.run(envelope, { signal: unit.kill?.signal ?? null, transferList: [envelope.task.keyBytes.buffer as ArrayBuffer] });
+    const { task, transferList } = postOf(work);
+    const envelope: Envelope = { module: this.#module, flag, task };
+    const run = this.#pool.run(envelope, { signal: unit.kill?.signal ?? null, transferList });
     if (this.#deadlineMs !== null) unit.timer = setTimeout(() => this.#onDeadline(unit), this.#deadlineMs);
     run.then(
       (reply) => this.#onRunEnded(unit, reply, null),
@@ -440,24 +441,29 @@ function raise(flag: Int32Array, state: number): void {
 }
 
 /**
- * Plain data of a unit for the worker, no class instances: what the driver
- * posts, with `keyBytes` (a fresh `key.toBytes()` over its own buffer) in the
- * post's transfer list. The key goes only as its bytes: cloning its plain form
- * as well would copy every token twice more on this thread (into the plain
- * form, then into the message). The worker side reads the plain form out of
- * the bytes, without hashing or validating (they are the key's own encoding),
- * and `prepare` gets both forms.
+ * What the driver posts to a pool thread for a unit: plain data, no class
+ * instances, and the post's transfer list. The key goes only as its canonical
+ * bytes: cloning its plain form as well would copy every token twice more on
+ * this thread (into the plain form, then into the message). A short key's
+ * bytes are a fresh `key.toBytes()`, moved (the transfer list holds its
+ * buffer); a long key's are its shared store itself, which costs no copy here
+ * and which the worker side copies before `prepare` sees it (worker.ts). The
+ * worker side then reads the plain form out of the bytes, without hashing or
+ * validating (they are the key's own encoding), and `prepare` gets both forms.
  */
-export function taskOf(work: IssuedWorkUnit): PostedTask {
+export function postOf(work: IssuedWorkUnit): { task: PostedTask; transferList: ArrayBuffer[] } {
   const { key, target } = work;
-  return {
+  const shared = sharedKeyBytes(key);
+  const keyBytes = shared ?? key.toBytes();
+  const task: PostedTask = {
     id: work.id,
     keyHex: key.hex,
-    keyBytes: key.toBytes(),
+    keyBytes,
     readiness: work.readiness,
     target: target === null ? null : { device: target.device, arena: BigInt(target.arena), arenaGeneration: BigInt(target.arenaGeneration) },
     grant: { worker: work.grant.worker, grant: work.grant.grant },
   };
+  return { task, transferList: shared === null ? [keyBytes.buffer as ArrayBuffer] : [] };
 }
 
 function moduleUrl(worker: unknown): string {
