@@ -55,7 +55,7 @@ async function main() {
     }
     runs.sort((a, b) => a.cycle_ns - b.cycle_ns);
     const median = runs[Math.floor(runs.length / 2)];
-    results.push({ waiting, cycle_ns: median.cycle_ns, gc_ns: median.gc_ns, harness_ns: median.harness_ns, bytes_per_waiting: median.bytes_per_waiting, cycles, runs: runs.length });
+    results.push({ waiting, cycle_ns: median.cycle_ns, cycle_cpu_ns: median.cycle_cpu_ns, gc_ns: median.gc_ns, harness_ns: median.harness_ns, bytes_per_waiting: median.bytes_per_waiting, cycles, runs: runs.length });
   }
   const env = benchEnv({ implementation, quick });
   if (json) {
@@ -63,7 +63,7 @@ async function main() {
     return;
   }
   console.log(`waitprep coordinator cycle — ${env.date}, ${env.cpu} (${env.cores} cores), Node ${env.node}`);
-  console.table(results.map((r) => ({ waiting: r.waiting, 'cycle ns': r.cycle_ns, 'of which GC ns': r.gc_ns, 'harness ns': r.harness_ns, 'bytes/waiting': r.bytes_per_waiting, cycles: r.cycles, runs: r.runs })));
+  console.table(results.map((r) => ({ waiting: r.waiting, 'cycle ns': r.cycle_ns, 'CPU ns': r.cycle_cpu_ns, 'of which GC ns': r.gc_ns, 'harness ns': r.harness_ns, 'bytes/waiting': r.bytes_per_waiting, cycles: r.cycles, runs: r.runs })));
   const first = results[0];
   const last = results[results.length - 1];
   if (results.length > 1) console.log(`growth ${first.waiting} -> ${last.waiting} waiting: ${(last.cycle_ns / first.cycle_ns).toFixed(2)}x`);
@@ -138,9 +138,11 @@ async function measure(waiting, cycles) {
     for (const entry of list.getEntries()) gcNs += entry.duration * 1e6;
   });
   observer.observe({ entryTypes: ['gc'] });
+  const cpuStart = process.cpuUsage();
   const start = process.hrtime.bigint();
   for (let i = 0; i < cycles; i++) cycle();
   const elapsed = Number(process.hrtime.bigint() - start);
+  const cpu = process.cpuUsage(cpuStart);
   await new Promise((resolve) => setTimeout(resolve, 50)); // let the observer deliver
   observer.disconnect();
 
@@ -164,5 +166,5 @@ async function measure(waiting, cycles) {
   if (stats.waiting !== waiting || stats.queued !== waiting || stats.hits !== warmup + cycles || stats.inFlight !== 0) {
     throw new Error(`bench miscounted: ${JSON.stringify(stats)}`);
   }
-  return { waiting, cycle_ns: Math.round(elapsed / cycles), gc_ns: Math.round(gcNs / cycles), harness_ns: Math.round(harnessNs), bytes_per_waiting: bytesPerWaiting };
+  return { waiting, cycle_ns: Math.round(elapsed / cycles), cycle_cpu_ns: Math.round(((cpu.user + cpu.system) * 1000) / cycles), gc_ns: Math.round(gcNs / cycles), harness_ns: Math.round(harnessNs), bytes_per_waiting: bytesPerWaiting };
 }

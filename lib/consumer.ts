@@ -7,28 +7,51 @@ import { invalidArgument } from './errors.js';
 import { isObject, nonEmptyString, nonNegativeInteger, ownField } from './internal/validate.js';
 import type { Consumer } from './types.js';
 
-/** The consumers {@link checkConsumer} built: known good, so a pin handed one checks nothing again. */
-const checked = new WeakSet<object>();
+/** Returns the object it is given, so that a subclass's private field lands on that object. */
+class Stamp {
+  constructor(target: object) {
+    return target as Stamp;
+  }
+}
+
+/**
+ * The mark of the consumers {@link checkConsumer} built: known good, so a pin handed one checks
+ * nothing again. A private field stamped on the copy before it is frozen: no key or descriptor
+ * shows it, and testing it is one property lookup, where a WeakSet entry per consumer cost a
+ * hash insertion (the coordinator's largest cost per wait) and an ephemeron for the GC.
+ */
+class Checked extends Stamp {
+  #checked = true;
+
+  static mark(consumer: object): void {
+    new Checked(consumer);
+  }
+
+  static has(value: object): boolean {
+    return #checked in value;
+  }
+}
 
 /** A frozen copy of a consumer, or `ERR_INVALID_ARGUMENT` naming the bad field. */
 export function checkConsumer(value: unknown): Consumer {
   if (!isObject(value)) throw invalidArgument('consumer', 'an object { engine, request, generation }', value);
-  const consumer: Consumer = Object.freeze({
-    engine: nonEmptyString('consumer.engine', ownField(value, 'engine')),
-    request: nonEmptyString('consumer.request', ownField(value, 'request')),
-    generation: nonNegativeInteger('consumer.generation', ownField(value, 'generation')),
-  });
-  checked.add(consumer);
-  return consumer;
+  // Built from `{}`, whose spare in-object room takes the mark; a three-field literal has none,
+  // and the mark would cost it a separate property array.
+  const consumer = {} as { engine: string; request: string; generation: number };
+  consumer.engine = nonEmptyString('consumer.engine', ownField(value, 'engine'));
+  consumer.request = nonEmptyString('consumer.request', ownField(value, 'request'));
+  consumer.generation = nonNegativeInteger('consumer.generation', ownField(value, 'generation'));
+  Checked.mark(consumer);
+  return Object.freeze(consumer);
 }
 
 /**
- * Whether `value` is a well-formed consumer: one {@link checkConsumer} built (one WeakSet lookup:
+ * Whether `value` is a well-formed consumer: one {@link checkConsumer} built (one property lookup:
  * every coordinator wake), or an object whose own fields pass the same rules (no copy made).
  */
 export function isConsumer(value: unknown): value is Consumer {
   if (!isObject(value)) return false;
-  if (checked.has(value)) return true;
+  if (Checked.has(value)) return true;
   const engine = ownField(value, 'engine');
   const request = ownField(value, 'request');
   const generation = ownField(value, 'generation');

@@ -24,6 +24,8 @@ import { checkConsumer } from './consumer.js';
 import { normalizeTarget } from './device-target.js';
 import { isObject, nonNegativeInteger, ownField, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { MISS } from './miss-reasons.js';
+import { COMPLETED, FAILED, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
+import { WaitSlots } from './internal/wait-slots.js';
 import type {
   ArtifactBackend,
   Consumer,
@@ -90,11 +92,11 @@ export class IssuedWorkUnit implements WorkUnit {
   #aborted = false;
 
   /** @internal Issued by {@link WaitCoordinator.beginNext}. */
-  constructor(id: string, demand: { key: ArtifactKey; want: ReadinessRequest }, grant: ResourceGrant, issuedAt: number) {
+  constructor(id: string, key: ArtifactKey, want: ReadinessRequest, grant: ResourceGrant, issuedAt: number) {
     this.id = id;
-    this.key = demand.key;
-    this.readiness = demand.want.readiness;
-    this.target = demand.want.readiness === 'device' ? demand.want.target : null;
+    this.key = key;
+    this.readiness = want.readiness;
+    this.target = want.readiness === 'device' ? want.target : null;
     this.grant = grant;
     this.issuedAt = issuedAt;
     Object.freeze(this);
@@ -122,63 +124,14 @@ export class IssuedWorkUnit implements WorkUnit {
 /** The contract's name for {@link IssuedWorkUnit}, kept as an alias: the same class type. */
 export type IssuedWorkTicket = IssuedWorkUnit;
 
-const IDLE = 0;
-const QUEUED = 1;
-const IN_FLIGHT = 2;
-type DemandState = typeof IDLE | typeof QUEUED | typeof IN_FLIGHT;
-
-/**
- * Everything waiting on one dedup identity (key, readiness, device target).
- * It exists while a consumer waits on it, while it is queued or in flight, or
- * while terminal history remembers it, and is dropped as soon as none holds.
- * Queued demands form an intrusive doubly linked FIFO so that a unit whose
- * last consumer leaves is unlinked in O(1); terminal history is a second
- * intrusive list, so evicting the oldest entry is O(1) too.
- */
-interface Demand {
-  readonly id: string;
-  readonly key: ArtifactKey;
-  readonly want: ReadinessRequest;
-  waiting: number;
-  state: DemandState;
-  outcome: 'completed' | 'failed' | null;
-  prev: Demand | null;
-  next: Demand | null;
-  /** Links in the terminal history list (oldest first) while `outcome` is set. */
-  older: Demand | null;
-  newer: Demand | null;
-  work: IssuedWorkUnit | null;
-}
-
-/**
- * One admitted wait: a consumer bound to a demand under a ticket. Records
- * live in a slab and are reused; a ticket spells its record's slab index, so
- * a wake finds its record without a hash lookup, and `ticket` (cleared when
- * the record is freed, never reissued) tells a current ticket from a stale one.
- */
-interface WaitRecord {
-  readonly index: number;
-  ticket: string;
-  /** The frozen copy made at onWait: handed to the backend at wake, so a wake allocates no consumer. */
-  consumer: Consumer | null;
-  demand: Demand | null;
-}
-
 const OPTION_NAMES: ReadonlySet<keyof WaitCoordinatorOptions> = new Set(['backend', 'maxQueued', 'maxWaiting', 'historyLimit', 'now', 'maxInFlight']);
 /** The most units `maxInFlight` may allow: `complete` walks the units in flight. */
 const MAX_IN_FLIGHT_LIMIT = 1024;
 
-/** Base-36 digits that spell a slab index inside a ticket. */
-const INDEX_DIGITS = 6;
-/** The most consumers a coordinator can hold: slab indexes must fit INDEX_DIGITS base-36 digits. */
+/** The most consumers a coordinator can hold; wait slots and demand records are Int32-numbered. */
 const MAX_WAITING_LIMIT = 1_000_000_000;
 
 const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
-
-/** A consumer waits on it, or it is queued or in flight. */
-function isBusy(demand: Demand): boolean {
-  return demand.waiting > 0 || demand.state !== IDLE;
-}
 
 function rejected(reason: string): WaitAdmission {
   return Object.freeze({ status: 'rejected', reason });
@@ -202,6 +155,7 @@ const MISS_READINESS = MISS['readiness-mismatch'];
 const MISSES = new Map<string, Miss>(Object.entries(MISS));
 /** Distinct miss reasons counted by name; a bound, since a backend chooses the strings. */
 const MAX_MISS_REASONS = 64;
+const OUTCOME_NAMES = ['completed', 'failed'] as const;
 
 /**
  * The wait-queue coordinator: admits demand when an agent starts waiting,
@@ -212,6 +166,16 @@ const MAX_MISS_REASONS = 64;
  * One event loop owns it: calls from another thread throw `ERR_WRONG_THREAD`,
  * mutating calls made from inside a backend call throw `ERR_REENTRANT`. Every
  * operation is O(1) in the number of waiting consumers.
+ *
+ * State lives in numbered records (docs/coordinator.md § Layout): a demand
+ * (everything waiting on one dedup identity) is a record number in a
+ * {@link DemandTable}, found by identity through its index; a wait is a slot
+ * number in {@link WaitSlots}, spelled in its ticket. A demand exists while a
+ * consumer waits on it, while it is queued or in flight, or while terminal
+ * history remembers it, and is dropped as soon as none holds. Queued demands
+ * form a doubly linked FIFO and remembered ones the history list (oldest
+ * first), both through the records' one pair of links: a demand is queued or
+ * remembered, never both, so unlinking either is O(1).
  */
 export class WaitCoordinator {
   readonly #backend: ArtifactBackend;
@@ -221,39 +185,35 @@ export class WaitCoordinator {
   readonly #maxInFlight: number;
   readonly #now: () => number;
   readonly #thread: number;
-  /** Random per instance, so no other coordinator accepts these tickets. */
+  /** Random per instance, as the tickets' own random part is: work ids are `<prefix>u<n>`. */
   readonly #prefix: string;
-  #nextTicket = 0;
   #nextWork = 0;
 
-  /** Wait records by slab index; `#freeSlots` holds the indexes of free ones. */
-  readonly #slab: WaitRecord[] = [];
-  readonly #freeSlots: number[] = [];
+  readonly #slots: WaitSlots;
   #waiting = 0;
-  /** The current wait of each (engine, request). */
-  readonly #byEngine = new Map<string, Map<string, WaitRecord>>();
-  readonly #demands = new Map<string, Demand>();
+  /** The wait slot of each (engine, request). */
+  readonly #byEngine = new Map<string, Map<string, number>>();
+  readonly #demands: DemandTable;
   /**
    * Per key hex, its device demands and how many of them are busy (a consumer
    * waits, or it is queued or in flight), so `forget(key)` decides in O(1) and
    * then touches only idle demands, which exist only while history holds them.
    */
-  readonly #deviceKeys = new Map<string, { ids: Set<string>; busy: number }>();
+  readonly #deviceKeys = new Map<string, { ids: Set<number>; busy: number }>();
   /** Terminal entries: a list from oldest to newest. */
-  #oldest: Demand | null = null;
-  #newest: Demand | null = null;
+  #oldest = NONE;
+  #newest = NONE;
   #historySize = 0;
-  #head: Demand | null = null;
-  #tail: Demand | null = null;
+  #head = NONE;
+  #tail = NONE;
   #queued = 0;
   /**
-   * Units in flight, oldest first, linked through `prev`/`next` (free while a
-   * demand is not queued). With the default `maxInFlight` of 1 the list holds
-   * at most one; `complete` walks it, at most `maxInFlight` steps.
+   * Units in flight in issue order (the demand and its work unit at the same
+   * index). With the default `maxInFlight` of 1 they hold at most one; `complete`
+   * and a drained unit's abort search them, at most `maxInFlight` steps.
    */
-  #flightHead: Demand | null = null;
-  #flightTail: Demand | null = null;
-  #inFlightCount = 0;
+  readonly #flightDemands: number[] = [];
+  readonly #flightWorks: IssuedWorkUnit[] = [];
   #closed = false;
   #inBackend = false;
   /** An abort to fire once the current call has left the state consistent. */
@@ -304,7 +264,14 @@ export class WaitCoordinator {
     }
     this.#now = options.now ?? (() => performance.now());
     this.#thread = currentThreadId();
-    this.#prefix = `wp${randomBytes(8).toString('hex')}.`;
+    const random = randomBytes(24);
+    this.#prefix = `wp${random.toString('hex', 0, 8)}.`;
+    this.#slots = new WaitSlots(this.#maxWaiting, random.subarray(8, 19));
+    // Demands that can exist at once: one per waiting consumer (queued ones have
+    // consumers), the units in flight, the history, and the one a replacement
+    // makes before its old wait leaves.
+    const demandLimit = this.#maxWaiting + maxInFlight + Math.min(this.#historyLimit, MAX_WAITING_LIMIT) + 1;
+    this.#demands = new DemandTable(demandLimit, random.readInt32LE(20));
   }
 
   /**
@@ -349,14 +316,12 @@ export class WaitCoordinator {
     if (this.#closed) return this.#reject(REJECT_SHUTDOWN);
 
     let want: ReadinessRequest = HOST;
-    let id = key.hex;
     const readiness = given ?? 'host';
     if (readiness === 'device') {
       if (givenTarget === undefined) return this.#reject(REJECT_MISSING_TARGET);
       const target = normalizeTarget(givenTarget);
       if (target === null) return this.#reject(REJECT_INVALID_TARGET);
       want = Object.freeze({ readiness: 'device', target });
-      id = `${key.hex}/${target.device}/${target.arena}/${target.arenaGeneration}`;
     } else if (readiness === 'persisted') {
       return this.#reject(REJECT_PERSISTED);
     } else if (readiness !== 'host') {
@@ -365,40 +330,48 @@ export class WaitCoordinator {
       return this.#reject(REJECT_INVALID_TARGET);
     }
 
-    const old = this.#byEngine.get(c.engine)?.get(c.request);
-    if (old !== undefined && c.generation < old.consumer!.generation) return this.#reject(REJECT_STALE_GENERATION);
+    const slots = this.#slots;
+    const demands = this.#demands;
+    let requests = this.#byEngine.get(c.engine);
+    const old = requests?.get(c.request) ?? NONE;
+    if (old !== NONE && c.generation < slots.consumer(old).generation) return this.#reject(REJECT_STALE_GENERATION);
 
     // Decide first, against the bounds as they would stand after the swap;
     // change nothing unless the wait is admitted.
-    const existing = this.#demands.get(id);
-    let status: Exclude<WaitStatus, 'overloaded' | 'rejected'>;
-    if (existing?.state === QUEUED) status = 'joined';
-    else if (existing?.state === IN_FLIGHT) status = 'in-flight';
-    else if (existing?.outcome) status = existing.outcome;
-    else status = 'queued';
+    const hash = demands.hash(key, want);
+    const existing = demands.find(hash, key, want);
+    let status: Exclude<WaitStatus, 'overloaded' | 'rejected'> = 'queued';
+    if (existing !== NONE) {
+      const state = demands.state(existing);
+      const outcome = demands.outcome(existing);
+      if (state === QUEUED) status = 'joined';
+      else if (state === IN_FLIGHT) status = 'in-flight';
+      else if (outcome !== NO_OUTCOME) status = OUTCOME_NAMES[outcome - 1]!;
+    }
 
-    if (old === undefined && this.#waiting + 1 > this.#maxWaiting) return this.#overload(OVERLOAD_WAITING);
+    if (old === NONE && this.#waiting + 1 > this.#maxWaiting) return this.#overload(OVERLOAD_WAITING);
     if (status === 'queued') {
-      const freed = old !== undefined && old.demand!.state === QUEUED && old.demand!.waiting === 1 ? 1 : 0;
+      const oldDemand = old === NONE ? NONE : slots.demand(old);
+      const freed = oldDemand !== NONE && demands.state(oldDemand) === QUEUED && demands.waiting(oldDemand) === 1 ? 1 : 0;
       if (this.#queued + 1 - freed > this.#maxQueued) return this.#overload(OVERLOAD_QUEUE);
     }
 
-    const demand = existing ?? this.#createDemand(id, key, want);
-    const wasBusy = isBusy(demand);
+    const demand = existing !== NONE ? existing : this.#createDemand(hash, key, want);
+    const wasBusy = this.#isBusy(demand);
     if (status === 'queued') this.#enqueue(demand);
     // Join before the old wait leaves, so replacing a wait with the same
     // identity keeps its unit (and its place in the queue).
-    demand.waiting++;
+    demands.addWaiting(demand, 1);
     this.#noteBusy(demand, wasBusy);
-    if (old !== undefined) this.#release(old);
-    const record = this.#freeSlots.length > 0 ? this.#slab[this.#freeSlots.pop()!]! : this.#newRecord();
-    const ticket = `${this.#prefix}${record.index.toString(36).padStart(INDEX_DIGITS, '0')}${(this.#nextTicket++).toString(36)}`;
-    record.ticket = ticket;
-    record.consumer = c;
-    record.demand = demand;
-    let requests = this.#byEngine.get(c.engine);
+    if (old !== NONE) {
+      this.#release(old);
+      // The release may have emptied and dropped this engine's map.
+      requests = this.#byEngine.get(c.engine);
+    }
+    const slot = slots.add(c, demand);
+    const ticket = slots.ticket(slot);
     if (requests === undefined) this.#byEngine.set(c.engine, (requests = new Map()));
-    requests.set(c.request, record);
+    requests.set(c.request, slot);
     this.#waiting++;
     this.#admitted[status]++;
     const admission: WaitAdmission = { status, ticket };
@@ -419,16 +392,13 @@ export class WaitCoordinator {
       throw grantRequired(grant);
     }
     const demand = this.#head;
-    if (this.#closed || this.#inFlightCount >= this.#maxInFlight || demand === null) return null;
+    if (this.#closed || this.#flightWorks.length >= this.#maxInFlight || demand === NONE) return null;
     this.#unlink(demand);
-    demand.state = IN_FLIGHT;
-    const work = new IssuedWorkUnit(`${this.#prefix}u${(this.#nextWork++).toString(36)}`, demand, this.#copyGrant(grant), this.#now());
-    demand.work = work;
-    demand.prev = this.#flightTail;
-    if (this.#flightTail === null) this.#flightHead = demand;
-    else this.#flightTail.next = demand;
-    this.#flightTail = demand;
-    this.#inFlightCount++;
+    const demands = this.#demands;
+    demands.setState(demand, IN_FLIGHT);
+    const work = new IssuedWorkUnit(`${this.#prefix}u${this.#nextWork++}`, demands.key(demand), demands.want(demand), this.#copyGrant(grant), this.#now());
+    this.#flightDemands.push(demand);
+    this.#flightWorks.push(work);
     this.#issued++;
     if (beginChannel.hasSubscribers) {
       beginChannel.publish({
@@ -454,28 +424,33 @@ export class WaitCoordinator {
       throw invalidArgument('outcome', '{ ok: true } or { ok: false, error }', outcome);
     }
     if (!isObject(work)) throw invalidArgument('work', 'a WorkUnit from beginNext()', work);
-    let demand = this.#flightHead;
-    while (demand !== null && demand.work!.id !== work.id) demand = demand.next;
-    if (demand === null) {
+    const works = this.#flightWorks;
+    const id = work.id;
+    let at = 0;
+    while (at < works.length && works[at]!.id !== id) at++;
+    if (at === works.length) {
       this.#staleEvents++;
-      if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'complete', id: work.id } satisfies StaleMessage);
+      if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'complete', id } satisfies StaleMessage);
       return 'stale';
     }
-    const work0 = demand.work!;
-    if (demand.prev === null) this.#flightHead = demand.next;
-    else demand.prev.next = demand.next;
-    if (demand.next === null) this.#flightTail = demand.prev;
-    else demand.next.prev = demand.prev;
-    demand.prev = demand.next = null;
-    this.#inFlightCount--;
-    demand.work = null;
-    const wasBusy = isBusy(demand);
-    demand.state = IDLE;
+    const work0 = works[at]!;
+    const demand = this.#flightDemands[at]!;
+    if (at === 0) {
+      works.shift();
+      this.#flightDemands.shift();
+    } else {
+      works.splice(at, 1);
+      this.#flightDemands.splice(at, 1);
+    }
+    const demands = this.#demands;
+    const wasBusy = this.#isBusy(demand);
+    demands.setState(demand, IDLE);
     this.#noteBusy(demand, wasBusy);
+    const unwaited = demands.waiting(demand) === 0;
     if (outcome.ok) {
       this.#completed++;
-      if (demand.waiting === 0) this.#wasted++;
-      this.#remember(demand, 'completed');
+      if (unwaited) this.#wasted++;
+      this.#remember(demand, COMPLETED);
     } else {
       this.#failed++;
       // A unit whose signal was aborted (its consumers all left) and that then
@@ -483,14 +458,14 @@ export class WaitCoordinator {
       // evidence against the key, so it leaves no 'failed' history, and a later
       // wait queues it again. A genuine failure is remembered as 'failed'.
       if (wasAborted(work0)) this.#dropIfUnused(demand);
-      else this.#remember(demand, 'failed');
+      else this.#remember(demand, FAILED);
     }
     if (completeChannel.hasSubscribers) {
       completeChannel.publish({
         work: work0.id,
         key: work0.key.hex,
         outcome: outcome.ok ? 'completed' : 'failed',
-        wasted: outcome.ok && demand.waiting === 0,
+        wasted: outcome.ok && unwaited,
         aborted: wasAborted(work0),
         error: outcome.ok ? undefined : outcome.error,
       } satisfies CompleteMessage);
@@ -507,12 +482,14 @@ export class WaitCoordinator {
    */
   onWake(ticket: WaitTicket): WakeResult {
     this.#enter();
-    const record = typeof ticket === 'string' ? this.#find(ticket) : notIssuedHere(ticket);
+    const slot = typeof ticket === 'string' ? this.#slots.find(ticket) : notIssuedHere(ticket);
     this.#wakes++;
-    if (record === undefined) return this.#staleWake(ticket);
-    const { key, want } = record.demand!;
-    const consumer = record.consumer!;
-    this.#release(record);
+    if (slot === NONE) return this.#staleWake(ticket);
+    const demand = this.#slots.demand(slot);
+    const key = this.#demands.key(demand);
+    const want = this.#demands.want(demand);
+    const consumer = this.#slots.consumer(slot);
+    this.#release(slot);
     let result: WakeResult;
     try {
       result = this.#pin(key, want, consumer);
@@ -539,17 +516,17 @@ export class WaitCoordinator {
    */
   onCancel(ticket: WaitTicket): boolean {
     this.#enter();
-    const record = typeof ticket === 'string' ? this.#find(ticket) : notIssuedHere(ticket);
-    if (record === undefined) {
+    const slot = typeof ticket === 'string' ? this.#slots.find(ticket) : notIssuedHere(ticket);
+    if (slot === NONE) {
       this.#staleEvents++;
       if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'onCancel', id: ticket } satisfies StaleMessage);
       return false;
     }
-    // Read before the release clears the record.
+    // Read before the release frees the slot.
     const message: CancelMessage | null = cancelChannel.hasSubscribers
-      ? { ticket: record.ticket, key: record.demand!.key.hex, consumer: record.consumer! }
+      ? { ticket, key: this.#demands.key(this.#slots.demand(slot)).hex, consumer: this.#slots.consumer(slot) }
       : null;
-    this.#release(record);
+    this.#release(slot);
     this.#cancels++;
     this.#flushAbort();
     if (message !== null) cancelChannel.publish(message);
@@ -564,12 +541,13 @@ export class WaitCoordinator {
   forget(key: ArtifactKey): boolean {
     this.#enter();
     assertArtifactKey(key);
-    const host = this.#demands.get(key.hex);
+    const demands = this.#demands;
+    const host = demands.find(demands.hash(key, HOST), key, HOST);
     const device = this.#deviceKeys.get(key.hex);
-    if ((host !== undefined && isBusy(host)) || (device !== undefined && device.busy > 0)) return false;
+    if ((host !== NONE && this.#isBusy(host)) || (device !== undefined && device.busy > 0)) return false;
     let discarded = false;
-    for (const demand of [host, ...[...(device?.ids ?? [])].map((id) => this.#demands.get(id))]) {
-      if (demand === undefined || demand.outcome === null) continue;
+    for (const demand of [host, ...(device?.ids ?? [])]) {
+      if (demand === NONE || demands.outcome(demand) === NO_OUTCOME) continue;
       this.#unremember(demand);
       this.#dropIfUnused(demand);
       discarded = true;
@@ -585,7 +563,7 @@ export class WaitCoordinator {
   shutdown(): { drained: boolean; inFlight: IssuedWorkUnit | null } {
     this.#enter();
     this.#closed = true;
-    const result = { drained: this.#inFlightCount === 0, inFlight: this.#flightHead?.work ?? null };
+    const result = { drained: this.#flightWorks.length === 0, inFlight: this.inFlight };
     if (shutdownChannel.hasSubscribers) {
       shutdownChannel.publish({
         drained: result.drained,
@@ -604,7 +582,7 @@ export class WaitCoordinator {
       waitsByStatus: { ...this.#admitted, overloaded: this.#overloads, rejected: this.#rejected } satisfies Record<WaitStatus, number>,
       joins: this.#admitted.joined + this.#admitted['in-flight'],
       queued: this.#queued,
-      inFlight: this.#inFlightCount,
+      inFlight: this.#flightWorks.length,
       issued: this.#issued,
       completed: this.#completed,
       failed: this.#failed,
@@ -627,7 +605,7 @@ export class WaitCoordinator {
    * with `complete`.
    */
   get inFlight(): IssuedWorkUnit | null {
-    return this.#flightHead?.work ?? null;
+    return this.#flightWorks.length > 0 ? this.#flightWorks[0]! : null;
   }
 
   /** True once `shutdown()` has been called. */
@@ -665,58 +643,64 @@ export class WaitCoordinator {
     return MISSES.get(reason) ?? Object.freeze({ kind: 'miss', reason });
   }
 
-  #createDemand(id: string, key: ArtifactKey, want: ReadinessRequest): Demand {
-    const demand: Demand = { id, key, want, waiting: 0, state: IDLE, outcome: null, prev: null, next: null, older: null, newer: null, work: null };
-    this.#demands.set(id, demand);
+  /** A consumer waits on it, or it is queued or in flight. */
+  #isBusy(demand: number): boolean {
+    return this.#demands.waiting(demand) > 0 || this.#demands.state(demand) !== IDLE;
+  }
+
+  #createDemand(hash: number, key: ArtifactKey, want: ReadinessRequest): number {
+    const demand = this.#demands.add(hash, key, want);
     if (want.readiness === 'device') {
       let index = this.#deviceKeys.get(key.hex);
       if (index === undefined) this.#deviceKeys.set(key.hex, (index = { ids: new Set(), busy: 0 }));
-      index.ids.add(id);
+      index.ids.add(demand);
     }
     return demand;
   }
 
   /** Keeps a device key's busy count right after `demand` changed; `wasBusy` is how it stood before. */
-  #noteBusy(demand: Demand, wasBusy: boolean): void {
-    if (demand.want.readiness !== 'device') return;
-    const busy = isBusy(demand);
-    if (busy !== wasBusy) this.#deviceKeys.get(demand.key.hex)!.busy += busy ? 1 : -1;
+  #noteBusy(demand: number, wasBusy: boolean): void {
+    if (!this.#demands.isDevice(demand)) return;
+    const busy = this.#isBusy(demand);
+    if (busy !== wasBusy) this.#deviceKeys.get(this.#demands.key(demand).hex)!.busy += busy ? 1 : -1;
   }
 
-  #dropIfUnused(demand: Demand): void {
-    if (demand.waiting > 0 || demand.state !== IDLE || demand.outcome !== null) return;
-    this.#demands.delete(demand.id);
-    if (demand.want.readiness === 'device') {
-      const index = this.#deviceKeys.get(demand.key.hex)!;
-      index.ids.delete(demand.id);
-      if (index.ids.size === 0) this.#deviceKeys.delete(demand.key.hex);
+  #dropIfUnused(demand: number): void {
+    const demands = this.#demands;
+    if (demands.waiting(demand) > 0 || demands.state(demand) !== IDLE || demands.outcome(demand) !== NO_OUTCOME) return;
+    if (demands.isDevice(demand)) {
+      const hex = demands.key(demand).hex;
+      const index = this.#deviceKeys.get(hex)!;
+      index.ids.delete(demand);
+      if (index.ids.size === 0) this.#deviceKeys.delete(hex);
     }
+    demands.remove(demand);
   }
 
-  #enqueue(demand: Demand): void {
-    demand.state = QUEUED;
-    demand.prev = this.#tail;
-    demand.next = null;
-    if (this.#tail === null) this.#head = demand;
-    else this.#tail.next = demand;
+  #enqueue(demand: number): void {
+    const demands = this.#demands;
+    demands.setState(demand, QUEUED);
+    demands.setPrev(demand, this.#tail);
+    demands.setNext(demand, NONE);
+    if (this.#tail === NONE) this.#head = demand;
+    else demands.setNext(this.#tail, demand);
     this.#tail = demand;
     this.#queued++;
   }
 
-  #unlink(demand: Demand): void {
-    if (demand.prev === null) this.#head = demand.next;
-    else demand.prev.next = demand.next;
-    if (demand.next === null) this.#tail = demand.prev;
-    else demand.next.prev = demand.prev;
-    demand.prev = demand.next = null;
-    demand.state = IDLE;
+  /** Takes a queued demand out of the FIFO. */
+  #unlink(demand: number): void {
+    const demands = this.#demands;
+    const prev = demands.prev(demand);
+    const next = demands.next(demand);
+    if (prev === NONE) this.#head = next;
+    else demands.setNext(prev, next);
+    if (next === NONE) this.#tail = prev;
+    else demands.setPrev(next, prev);
+    demands.setPrev(demand, NONE);
+    demands.setNext(demand, NONE);
+    demands.setState(demand, IDLE);
     this.#queued--;
-  }
-
-  #newRecord(): WaitRecord {
-    const record: WaitRecord = { index: this.#slab.length, ticket: '', consumer: null, demand: null };
-    this.#slab.push(record);
-    return record;
   }
 
   /** A wake whose ticket names no current wait: a `stale-ticket` miss, and nothing else changes. */
@@ -730,37 +714,21 @@ export class WaitCoordinator {
     return stale;
   }
 
-  /** The current wait a ticket names, or `undefined` for a stale, foreign or malformed one. */
-  #find(ticket: WaitTicket): WaitRecord | undefined {
-    const prefix = this.#prefix;
-    const at = prefix.length;
-    if (ticket.length <= at + INDEX_DIGITS || !ticket.startsWith(prefix)) return undefined;
-    let index = 0;
-    for (let i = at; i < at + INDEX_DIGITS; i++) {
-      const ch = ticket.charCodeAt(i);
-      const digit = ch >= 48 && ch <= 57 ? ch - 48 : ch >= 97 && ch <= 122 ? ch - 87 : -1;
-      if (digit < 0) return undefined;
-      index = index * 36 + digit;
-    }
-    const record = this.#slab[index];
-    return record !== undefined && record.ticket === ticket ? record : undefined;
-  }
-
-  /** The consumer leaves: its ticket goes stale, its record is freed, and it stops counting toward its unit. */
-  #release(record: WaitRecord): void {
-    const { engine, request } = record.consumer!;
+  /** The consumer leaves: its ticket goes stale, its slot is freed, and it stops counting toward its unit. */
+  #release(slot: number): void {
+    const slots = this.#slots;
+    const { engine, request } = slots.consumer(slot);
     const requests = this.#byEngine.get(engine)!;
     requests.delete(request);
     if (requests.size === 0) this.#byEngine.delete(engine);
-    const demand = record.demand!;
-    record.ticket = '';
-    record.consumer = null;
-    record.demand = null;
-    this.#freeSlots.push(record.index);
+    const demand = slots.demand(slot);
+    slots.remove(slot);
     this.#waiting--;
-    if (--demand.waiting > 0) return;
-    if (demand.state === QUEUED) this.#unlink(demand);
-    else if (demand.state === IN_FLIGHT) this.#pendingAbort = demand.work;
+    const demands = this.#demands;
+    if (demands.addWaiting(demand, -1) > 0) return;
+    const state = demands.state(demand);
+    if (state === QUEUED) this.#unlink(demand);
+    else if (state === IN_FLIGHT) this.#pendingAbort = this.#flightWorks[this.#flightDemands.indexOf(demand)]!;
     this.#noteBusy(demand, true);
     this.#dropIfUnused(demand);
   }
@@ -781,33 +749,39 @@ export class WaitCoordinator {
     return this.#grantCopy!;
   }
 
-  #remember(demand: Demand, outcome: 'completed' | 'failed'): void {
-    if (demand.outcome !== null) this.#unremember(demand);
+  /** Appends `demand` (in no list) to terminal history, evicting the oldest entry past `historyLimit`. */
+  #remember(demand: number, outcome: typeof COMPLETED | typeof FAILED): void {
+    const demands = this.#demands;
+    if (demands.outcome(demand) !== NO_OUTCOME) this.#unremember(demand);
     if (this.#historyLimit === 0) {
       this.#dropIfUnused(demand);
       return;
     }
-    demand.outcome = outcome;
-    demand.older = this.#newest;
-    demand.newer = null;
-    if (this.#newest === null) this.#oldest = demand;
-    else this.#newest.newer = demand;
+    demands.setOutcome(demand, outcome);
+    demands.setPrev(demand, this.#newest);
+    demands.setNext(demand, NONE);
+    if (this.#newest === NONE) this.#oldest = demand;
+    else demands.setNext(this.#newest, demand);
     this.#newest = demand;
     if (++this.#historySize > this.#historyLimit) {
-      const oldest = this.#oldest!;
+      const oldest = this.#oldest;
       this.#unremember(oldest);
       this.#dropIfUnused(oldest);
     }
   }
 
   /** Takes `demand` out of terminal history (the caller drops it if unused). */
-  #unremember(demand: Demand): void {
-    if (demand.older === null) this.#oldest = demand.newer;
-    else demand.older.newer = demand.newer;
-    if (demand.newer === null) this.#newest = demand.older;
-    else demand.newer.older = demand.older;
-    demand.older = demand.newer = null;
-    demand.outcome = null;
+  #unremember(demand: number): void {
+    const demands = this.#demands;
+    const older = demands.prev(demand);
+    const newer = demands.next(demand);
+    if (older === NONE) this.#oldest = newer;
+    else demands.setNext(older, newer);
+    if (newer === NONE) this.#newest = older;
+    else demands.setPrev(newer, older);
+    demands.setPrev(demand, NONE);
+    demands.setNext(demand, NONE);
+    demands.setOutcome(demand, NO_OUTCOME);
     this.#historySize--;
   }
 
@@ -874,11 +848,11 @@ function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, co
  * The lookup for a ticket that is not a string: every coordinator issues
  * strings, so none names a wait here. A bigint or a safe-integer number (the
  * other primitive forms the contract lets a caller hold a ticket in) is an
- * unknown ticket, `undefined`, without a lookup; anything else is no ticket at
+ * unknown ticket, {@link NONE}, without a lookup; anything else is no ticket at
  * all and throws `ERR_INVALID_ARGUMENT`.
  */
-function notIssuedHere(ticket: unknown): undefined {
-  if (typeof ticket === 'bigint' || Number.isSafeInteger(ticket)) return undefined;
+function notIssuedHere(ticket: unknown): number {
+  if (typeof ticket === 'bigint' || Number.isSafeInteger(ticket)) return NONE;
   throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
 }
 

@@ -1,0 +1,178 @@
+/**
+ * The coordinator's record stores (docs/coordinator.md § Layout): the demand table and its
+ * open-addressing identity index, and the wait slots with the tickets that name them. Checked
+ * against plain Maps over random sequences, with every identity forced onto one hash so that
+ * every lookup walks a collision run, and through growth, reuse and the bounds.
+ */
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { normalizeTarget } from '../lib/device-target.js';
+import { DemandTable, NONE } from '../lib/internal/demand-table.js';
+import { WaitSlots } from '../lib/internal/wait-slots.js';
+import type { ArtifactKey, Consumer, ReadinessRequest } from '../lib/index.js';
+import { TARGET_A, TARGET_B, makeKey } from './helpers.js';
+
+const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
+const device = (target: unknown): ReadinessRequest => Object.freeze({ readiness: 'device', target: normalizeTarget(target)! });
+const RANDOM = new Uint8Array(11).fill(5);
+
+/** Every identity gets the same hash: each lookup must tell them apart by the whole identity. */
+class OneHash extends DemandTable {
+  override hash(): number {
+    return 0x12345678;
+  }
+}
+
+/** Identities: 8 keys, each as host and under two device targets. */
+const KEYS: ArtifactKey[] = Array.from({ length: 8 }, (_, n) => makeKey(n));
+const WANTS: ReadinessRequest[] = [HOST, device(TARGET_A), device(TARGET_B)];
+const identity = (k: number, w: number): [ArtifactKey, ReadinessRequest] => [KEYS[k]!, WANTS[w]!];
+
+function checkAgainst(table: DemandTable, model: Map<string, number>): void {
+  expect(table.count).toBe(model.size);
+  for (let k = 0; k < KEYS.length; k++) {
+    for (let w = 0; w < WANTS.length; w++) {
+      const [key, want] = identity(k, w);
+      const found = table.find(table.hash(key, want), key, want);
+      const expected = model.get(`${k}/${w}`) ?? NONE;
+      expect(found).toBe(expected);
+      if (found !== NONE) {
+        expect(table.key(found)).toBe(key);
+        expect(table.want(found)).toBe(want);
+        expect(table.isDevice(found)).toBe(w !== 0);
+      }
+    }
+  }
+}
+
+describe('DemandTable', () => {
+  for (const [name, make] of [
+    ['one hash for every identity', () => new OneHash(1000, 0)],
+    ['its own hash', () => new DemandTable(1000, 0x2468ace)],
+  ] as const) {
+    it(`finds each identity as itself, through adds and removes in any order (${name})`, () => {
+      fc.assert(
+        fc.property(fc.array(fc.tuple(fc.nat(KEYS.length - 1), fc.nat(WANTS.length - 1)), { maxLength: 120 }), (ops) => {
+          const table: DemandTable = make();
+          const model = new Map<string, number>();
+          for (const [k, w] of ops) {
+            const id = `${k}/${w}`;
+            const [key, want] = identity(k, w);
+            const had = model.get(id);
+            if (had === undefined) model.set(id, table.add(table.hash(key, want), key, want));
+            else {
+              table.remove(had);
+              model.delete(id);
+            }
+            checkAgainst(table, model);
+          }
+        }),
+        { numRuns: 150 },
+      );
+    });
+  }
+
+  it('keys of equal digest and readiness are one identity; another target or readiness is another', () => {
+    const table = new DemandTable(100, 1);
+    const a = makeKey(1);
+    const same = makeKey(1);
+    const d = table.add(table.hash(a, HOST), a, HOST);
+    expect(table.find(table.hash(same, HOST), same, HOST)).toBe(d);
+    const spelled = device({ ...TARGET_A, device: TARGET_A.device.toUpperCase(), arena: 3n });
+    const dA = table.add(table.hash(a, device(TARGET_A)), a, device(TARGET_A));
+    expect(dA).not.toBe(d);
+    expect(table.find(table.hash(a, spelled), a, spelled)).toBe(dA);
+    expect(table.find(table.hash(a, device(TARGET_B)), a, device(TARGET_B))).toBe(NONE);
+  });
+
+  it('grows its records and index as demands arrive, reuses freed records, and keeps every link and field', () => {
+    const keys = Array.from({ length: 3000 }, (_, n) => makeKey(n, { namespace: 'growth' }));
+    const table = new DemandTable(10_000, 7);
+    const ids = keys.map((key, n) => {
+      const demand = table.add(table.hash(key, HOST), key, HOST);
+      table.addWaiting(demand, n);
+      table.setPrev(demand, n - 1);
+      table.setNext(demand, n + 1);
+      table.setState(demand, (n % 3) as 0 | 1 | 2);
+      table.setOutcome(demand, (n % 3) as 0 | 1 | 2);
+      return demand;
+    });
+    expect(new Set(ids).size).toBe(keys.length);
+    keys.forEach((key, n) => {
+      const demand = table.find(table.hash(key, HOST), key, HOST);
+      expect(demand).toBe(ids[n]);
+      expect([table.waiting(demand), table.prev(demand), table.next(demand), table.state(demand), table.outcome(demand)])
+        .toEqual([n, n - 1, n + 1, n % 3, n % 3]);
+    });
+    for (let n = 0; n < keys.length; n += 2) table.remove(ids[n]!);
+    expect(table.count).toBe(keys.length / 2);
+    keys.forEach((key, n) => expect(table.find(table.hash(key, HOST), key, HOST)).toBe(n % 2 === 0 ? NONE : ids[n]));
+    // Freed records are taken again before any new one, and come back clean.
+    const again = keys.filter((_, n) => n % 2 === 0).map((key) => table.add(table.hash(key, HOST), key, HOST));
+    expect(new Set(again)).toEqual(new Set(ids.filter((_, n) => n % 2 === 0)));
+    for (const demand of again) {
+      expect([table.waiting(demand), table.prev(demand), table.next(demand), table.state(demand), table.outcome(demand)]).toEqual([0, NONE, NONE, 0, 0]);
+    }
+  });
+
+  it('holds at most its limit of demands', () => {
+    const table = new DemandTable(20, 3);
+    for (let n = 0; n < 20; n++) table.add(table.hash(makeKey(n), HOST), makeKey(n), HOST);
+    expect(() => table.add(table.hash(makeKey(99), HOST), makeKey(99), HOST)).toThrow(RangeError);
+  });
+});
+
+describe('WaitSlots and tickets', () => {
+  const consumer: Consumer = Object.freeze({ engine: 'e', request: 'r', generation: 0 });
+
+  it('spells a fresh flat ticket per wait that names its slot until the slot is freed', () => {
+    const slots = new WaitSlots(300, RANDOM);
+    const seen = new Set<string>();
+    const live = new Map<string, number>();
+    for (let round = 0; round < 300; round++) {
+      if (live.size > 0 && round % 3 === 2) {
+        const [ticket, slot] = [...live][round % live.size]!;
+        slots.remove(slot);
+        live.delete(ticket);
+        expect(slots.find(ticket)).toBe(-1);
+      } else {
+        const slot = slots.add(consumer, round);
+        const ticket = slots.ticket(slot);
+        expect(ticket).toMatch(/^wp[0-9A-Za-z_-]{25}$/);
+        expect(seen.has(ticket)).toBe(false);
+        seen.add(ticket);
+        live.set(ticket, slot);
+        expect(slots.demand(slot)).toBe(round);
+      }
+      for (const [ticket, slot] of live) expect(slots.find(ticket)).toBe(slot);
+    }
+  });
+
+  it('reads ticket numbers up to 2^53 exactly, and refuses every other spelling', () => {
+    const slots = new WaitSlots(1 << 20, RANDOM, 2 ** 53 - 3);
+    const tickets = [0, 1, 2].map(() => slots.ticket(slots.add(consumer, 0)));
+    tickets.forEach((ticket, slot) => expect(slots.find(ticket)).toBe(slot));
+    const ticket = tickets[2]!;
+    const change = (at: number, to: string) => ticket.slice(0, at) + to + ticket.slice(at + 1);
+    for (let at = 0; at < ticket.length; at++) {
+      for (const to of ['0', 'z', '.', '\u00e9', '\u2603']) {
+        if (to !== ticket[at]) expect(slots.find(change(at, to))).toBe(-1);
+      }
+    }
+    for (const bad of ['', ticket.slice(1), `${ticket}0`, ticket.toUpperCase(), ticket.toLowerCase()]) {
+      if (bad !== ticket) expect(slots.find(bad)).toBe(-1);
+    }
+    // Another coordinator's random part: the same slot and number are not this one's ticket.
+    const other = new WaitSlots(1 << 20, new Uint8Array(11).fill(6), 2 ** 53 - 3);
+    expect(slots.find(other.ticket(other.add(consumer, 0)))).toBe(-1);
+  });
+
+  it('grows up to its limit and no further, and reuses freed slots', () => {
+    const slots = new WaitSlots(40, RANDOM);
+    const taken = Array.from({ length: 40 }, (_, n) => slots.add(consumer, n));
+    expect(new Set(taken).size).toBe(40);
+    expect(() => slots.add(consumer, 0)).toThrow(RangeError);
+    slots.remove(taken[7]!);
+    expect(slots.add(consumer, 0)).toBe(taken[7]);
+  });
+});
