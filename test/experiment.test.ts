@@ -7,13 +7,15 @@
 // no figure is asserted, only what must hold whatever the figures are.
 import { createHash } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { experimentOptions } from '../bin/experiment/cli.js';
 import { EventQueue, Network } from '../bin/experiment/clock.js';
 import { POLICIES } from '../bin/experiment/policies.js';
 import { MODELS, PRESETS, kvBytesPerToken, resolvePreset } from '../bin/experiment/presets.js';
 import { BUCKETS, CAUSES, replay } from '../bin/experiment/replay.js';
+import { formatHtml, formatMarkdown } from '../bin/experiment/report.js';
 import { mergeOutputs, runExperiment } from '../bin/experiment/run.js';
 import { generatorTrace, mooncakeTrace } from '../bin/experiment/traces.js';
 
@@ -74,7 +76,7 @@ describe('experiment: accounting', () => {
     it(`every wait, wake and unit is accounted for under every policy (${presetName})`, () => {
       const preset = resolvePreset(presetName);
       for (const policy of POLICIES) {
-        const r = replay(trace, preset, policy, { seed: 1, checkAborts: true });
+        const r = replay(trace, preset, policy, { seed: 1, checkAborts: true, checkWaits: true });
         expectAccounted(trace, r);
         if (policy.name === 'none') expect(r.hits).toBe(0);
         if (policy.name.startsWith('keep-gpu')) expect(r.hitsByTier.gpu).toBe(r.hits);
@@ -90,7 +92,7 @@ describe('experiment: accounting', () => {
   it('accounts the Mooncake slice too, under every policy', () => {
     const mooncake = mooncakeTrace(readFileSync(MOONCAKE_SLICE, 'utf8'));
     const preset = resolvePreset('70b-b300-pcie6');
-    for (const policy of POLICIES) expectAccounted(mooncake, replay(mooncake, preset, policy, { seed: 2, checkAborts: true }));
+    for (const policy of POLICIES) expectAccounted(mooncake, replay(mooncake, preset, policy, { seed: 2, checkAborts: true, checkWaits: true }));
   });
 });
 
@@ -168,6 +170,20 @@ describe('experiment: determinism', () => {
     expect(() => mergeOutputs([parts[0], parts[0]])).toThrow(/policy none twice/);
   });
 
+  it('reports runs merged with different policies per agent count by name: a dash where one lacks a policy', () => {
+    const base = { ...options, agents: [10], seconds: 200, seeds: [1] };
+    const merged = mergeOutputs([
+      runExperiment({ ...base, policies: ['none', 'oracle'] }),
+      runExperiment({ ...base, agents: [20], policies: ['fifo-1', 'oracle'] }),
+    ]);
+    const markdown = formatMarkdown(merged);
+    expect(markdown).toMatch(/^\| fifo-1 \| - \| [\d.]+% \(\d\.\d\d\) \|/m);
+    expect(markdown).toMatch(/^\| oracle \| [\d.]+% \(1\.00\) \| [\d.]+% \(1\.00\) \|/m);
+    const html = formatHtml(merged);
+    for (const name of ['none', 'fifo-1', 'oracle']) expect(html).toContain(`>${name}</text>`);
+    expect(html).not.toMatch(/NaN|undefined/);
+  });
+
   it('--from A,B --json prints, byte for byte, what the single run prints', () => {
     const dir = execFileSync('mktemp', ['-d'], { encoding: 'utf8' }).trim();
     const args = ['experiment', '--json', '--quiet', '--agents', '10', '--seconds', '200', '--seeds', '1,2'];
@@ -184,6 +200,17 @@ describe('experiment: determinism', () => {
     expect(clash.status).toBe(2);
     expect(clash.stderr).toMatch(/^waitprep experiment: --from: cannot merge: .* has policy none twice/);
     execFileSync('rm', ['-rf', dir]);
+  });
+
+  it("runs from the README: its `npm run experiment` is the package script, and the script's command runs", () => {
+    expect(readFileSync(join(root, 'README.md'), 'utf8')).toMatch(/^npm run experiment +# /m);
+    const script: string = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).scripts.experiment;
+    // The script builds first (the suite has built already), then runs the command these tests run.
+    const command = script.split('&&').at(-1)!.trim();
+    expect(command).toBe('node bin/waitprep.js experiment');
+    const text = execFileSync('sh', ['-c', `${command} --agents 5 --seconds 120 --seeds 1 --policies none,fifo-1 --quiet`], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+    expect(text).toMatch(/^8b-pcie5-nvme, 5 agents, generator trace/m);
+    expect(text).toMatch(/^fifo-1 +\d/m);
   });
 
   it('a bad option is a usage error (exit 2)', () => {
@@ -283,5 +310,67 @@ describe('experiment: the Mooncake importer', () => {
     expect(tiled.info.agents).toBe(sessions * 2 + 1);
     const keysOfCopy = (c: number) => new Set(tiled.waits.filter((w: { agent: string }) => w.agent.startsWith(`c${c}/`)).map((w: { keyId: string }) => w.keyId));
     for (const key of keysOfCopy(1)) expect(keysOfCopy(0).has(key)).toBe(false);
+  });
+});
+
+describe('experiment: docs/experiment.md', () => {
+  const doc = readFileSync(join(root, 'docs', 'experiment.md'), 'utf8');
+  const names = POLICIES.map((p) => p.name);
+
+  it("§ Reproducing's commands parse, read only what an earlier one wrote, and cover every preset, seed, size and policy of the figures", () => {
+    const section = doc.slice(doc.indexOf('\n## Reproducing'));
+    const block = /```sh\n([\s\S]*?)```/.exec(section)![1]!;
+    const commands = block.replace(/\\\n\s*/g, '').split('\n').map((line) => line.trim()).filter((line) => line.length > 0);
+    const prefix = 'node bin/waitprep.js experiment ';
+    // A usage error exits 2: here it fails the test instead of ending the worker.
+    const exit = vi.spyOn(process, 'exit').mockImplementation((code) => {
+      throw new Error(`usage error (exit ${code})`);
+    });
+    const written = new Set<string>();
+    const runs: Array<ReturnType<typeof experimentOptions>> = [];
+    try {
+      for (const command of commands) {
+        expect(command.startsWith(prefix)).toBe(true);
+        const [args, out] = command.slice(prefix.length).split(/ +> +/);
+        const options = experimentOptions(args!.split(/ +/));
+        if (options.from === null) runs.push(options);
+        else for (const file of options.from) expect(written.has(file), `${file} is written before it is read`).toBe(true);
+        if (options.html !== null) expect(existsSync(join(root, options.html))).toBe(true);
+        if (out !== '/dev/null') written.add(out!);
+      }
+    } finally {
+      exit.mockRestore();
+    }
+    for (const trace of ['generator', 'mooncake']) {
+      for (const agents of [100, 1000, 5000]) {
+        const covering = runs.filter((r) => r.trace === trace && r.agents.includes(agents));
+        expect(covering.flatMap((r) => r.policies ?? names).sort(), `${trace}, ${agents} agents: every policy once`).toEqual([...names].sort());
+        for (const r of covering) {
+          expect(r.presets).toEqual(Object.keys(PRESETS));
+          expect(r.seeds).toEqual([1, 2, 3]);
+          expect(r.seconds).toBe(3600);
+        }
+      }
+    }
+  });
+
+  it("§ Today's figures has a table of every policy, in report order, for each preset of each figure; the reports it links are committed, with no script and nothing loaded from elsewhere", () => {
+    const figures = doc.slice(doc.indexOf("\n## Today's figures"), doc.indexOf('\n## Findings'));
+    const tables = figures.split(/^\*\*(?=[\w-]+\*\*, \w+ trace)/m).slice(1);
+    expect(tables).toHaveLength(3 * 3);
+    for (const table of tables) {
+      const rows = [...table.matchAll(/^\| ([\w+-]+) \|/gm)].map((m) => m[1]).filter((name) => name !== 'policy');
+      expect(rows).toEqual(names);
+    }
+    const links = [...figures.matchAll(/\]\((experiment-reports\/[\w-]+\.html)\)/g)].map((m) => m[1]!);
+    expect(links.sort()).toEqual(['experiment-reports/generator.html', 'experiment-reports/mooncake.html']);
+    for (const link of links) {
+      const page = readFileSync(join(root, 'docs', link), 'utf8');
+      expect(page).toMatch(/^<!doctype html>/);
+      expect(page).toContain('hit rate against agents');
+      expect(page).toContain('latency CDF');
+      // The SVG namespace is a name, not a fetch; any other URL, src or href would be one.
+      expect(page).not.toMatch(/<script|\b(src|href)=|url\(|https?:\/\/(?!www\.w3\.org\/2000\/svg")/);
+    }
   });
 });

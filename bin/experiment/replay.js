@@ -80,9 +80,11 @@ const micro = (x) => Math.round(x * 1e6) / 1e6;
  * Replays `trace` (traces.js) on `preset` (presets.js resolvePreset) under `policy`
  * (policies.js). `seed` spreads agents over engines. Returns the per-replay result the report
  * aggregates; the same inputs give the same result, to the bit. `checkAborts` (tests) checks
- * each unit's abort signal against the replay's own count of its consumers.
+ * each unit's abort signal against the replay's own count of its consumers; `checkWaits` (tests)
+ * checks each wait, not only the totals: it ends once (wake, cancel or replaced), and a wake is
+ * either a hit or a miss with a known cause, with its latency taken once (throws otherwise).
  */
-export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProgress = null, checkAborts = false }) {
+export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProgress = null, checkAborts = false, checkWaits = false }) {
   const q = new EventQueue();
   const net = new Network(q);
   const engines = preset.engines;
@@ -401,6 +403,7 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
     }
   }
   function done(w, woke) {
+    w.finished++;
     w.latency = q.now - woke;
     latencies.push(w.latency);
   }
@@ -436,7 +439,7 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
     if (!bytesOfKey.has(key.hex)) bytesOfKey.set(key.hex, moveBytes(w));
     const previous = open.get(w.agent);
     if (previous !== undefined) {
-      previous.outcome = 'replaced';
+      end(previous, 'replaced');
       release(previous);
     }
     open.set(w.agent, w);
@@ -476,7 +479,7 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
     const result = looked === null ? coordinator.onWake(w.ticket) : looked.kind === 'lease' ? { kind: 'hit', lease: looked } : looked;
     leave(w);
     counters.lookups[looked === null ? 'coordinator' : 'direct']++;
-    w.outcome = 'wake';
+    end(w, 'wake');
     if (result.kind === 'hit') {
       const lease = result.lease;
       w.hit = lease.meta.tier;
@@ -512,9 +515,14 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
     return 'queued';
   }
 
+  function end(w, outcome) {
+    if (checkWaits && w.outcome !== undefined) throw new Error(`wait ${w.agent}#${w.generation} ended twice: ${w.outcome}, then ${outcome}`);
+    w.outcome = outcome;
+  }
+
   function onCancel(w) {
     open.delete(w.agent);
-    w.outcome = 'cancel';
+    end(w, 'cancel');
     if (w.ticket !== undefined) coordinator.onCancel(w.ticket);
     leave(w);
     release(w);
@@ -525,7 +533,7 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
   // Every field a replay sets, present from the start: one object shape for every wait.
   const waits = trace.waits.map((w) => ({
     ...w, engine: 0, consumer: null, want: null, admission: null, ticket: undefined, holdId: undefined,
-    retention: null, outcome: undefined, hit: undefined, cause: undefined, path: undefined, latency: 0,
+    retention: null, outcome: undefined, hit: undefined, cause: undefined, path: undefined, latency: 0, finished: 0,
   }));
   for (const event of trace.events) q.at(event.t, event.kind === 'wait' ? onWait : event.kind === 'wake' ? onWake : onCancel, waits[event.wait]);
   const samples = [];
@@ -546,8 +554,22 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
     if ((++popped & 0xffff) === 0) onProgress(lastT > 0 ? now / lastT : 1);
   });
   for (const store of [arena, ...devicePools]) for (const entry of store.entries.values()) wasteOf(entry.unit);
+  if (checkWaits) for (const w of waits) checkWait(w);
 
   return summarize({ policy, seed, waits, latencies, samples, counters, coordinator, source, h2d });
+}
+
+/** What checkWaits asks of one wait once the replay has run. */
+function checkWait(w) {
+  const id = `wait ${w.agent}#${w.generation}`;
+  if (!['wake', 'cancel', 'replaced'].includes(w.outcome)) throw new Error(`${id} never ended`);
+  if (w.outcome !== 'wake') {
+    if (w.finished !== 0 || w.hit !== undefined || w.cause !== undefined) throw new Error(`${id} ended by ${w.outcome} but was counted as a wake`);
+    return;
+  }
+  if ((w.hit === undefined) === (w.cause === undefined)) throw new Error(`${id} woke as ${w.hit === undefined ? 'neither a hit nor a miss' : 'both a hit and a miss'}`);
+  if (w.cause !== undefined && !CAUSES.includes(w.cause)) throw new Error(`${id} missed with unknown cause ${w.cause}`);
+  if (w.finished !== 1) throw new Error(`${id} woke and had its latency taken ${w.finished} times`);
 }
 
 function summarize({ policy, seed, waits, latencies, samples, counters, coordinator, source, h2d }) {

@@ -97,14 +97,18 @@ export function formatHtml(output) {
   body.push(`<h1>waitprep experiment</h1><p>${escape(output.experiment)}. Trace: ${escape(output.options.trace)}; seeds ${escape(output.options.seeds.join(', '))}. The cost model is an assumption (docs/experiment.md); no GPU was measured.</p>`);
   for (const preset of output.options.presets) {
     const runs = output.runs.filter((r) => r.preset === preset);
-    const names = runs[0].policies.map((p) => p.name);
+    const names = [...new Set(runs.flatMap((r) => r.policies.map((p) => p.name)))];
     body.push(`<h2>${escape(preset)}</h2><p>${escape(output.presets[preset].description)}</p>`);
     if (runs.length > 1) {
       body.push(chart({
         title: `${preset}: hit rate against agents`,
         xLabel: 'agents',
         yLabel: 'hit rate (mean over seeds)',
-        series: names.map((name, i) => ({ name, points: runs.map((r) => [r.agents, r.policies[i].summary.hitRate.mean]) })),
+        // By name: runs merged from several outputs (--from A,B) need not hold the same policies.
+        series: names.map((name) => ({ name, points: runs.flatMap((r) => {
+          const policy = r.policies.find((p) => p.name === name);
+          return policy === undefined ? [] : [[r.agents, policy.summary.hitRate.mean]];
+        }) })),
       }));
     }
     for (const run of runs) {
@@ -137,9 +141,11 @@ export function formatMarkdown(output) {
     lines.push('');
     lines.push(`| policy | ${runs.map((r) => `hit rate, ${r.agents} agents (of oracle)`).join(' | ')} | p50 | p95 | p99 | wasted GB | commonest miss causes |`);
     lines.push(`|---|${runs.map(() => '---|').join('')}---|---|---|---|---|`);
-    last.policies.forEach((p, i) => {
+    last.policies.forEach((p) => {
+      // By name, '-' where a run lacks the policy: runs merged from several outputs may.
       const cells = runs.map((r) => {
-        const s = r.policies[i].summary;
+        const s = r.policies.find((q) => q.name === p.name)?.summary;
+        if (s === undefined) return '-';
         return `${range(s.hitRate, pct)}${s.hitsOfOracle === null ? '' : ` (${s.hitsOfOracle.mean.toFixed(2)})`}`;
       });
       const s = p.summary;
