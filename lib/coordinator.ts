@@ -185,8 +185,8 @@ export class WaitCoordinator {
   readonly #maxInFlight: number;
   readonly #now: () => number;
   readonly #thread: number;
-  /** Random per instance, as the tickets' own random part is: work ids are `<prefix>u<n>`. */
-  readonly #prefix: string;
+  /** `wp<16 hex, random per instance>.u`: work ids are this and a counter. */
+  readonly #workPrefix: string;
   #nextWork = 0;
 
   readonly #slots: WaitSlots;
@@ -265,7 +265,7 @@ export class WaitCoordinator {
     this.#now = options.now ?? (() => performance.now());
     this.#thread = currentThreadId();
     const random = randomBytes(24);
-    this.#prefix = `wp${random.toString('hex', 0, 8)}.`;
+    this.#workPrefix = `wp${random.toString('hex', 0, 8)}.u`;
     this.#slots = new WaitSlots(this.#maxWaiting, random.subarray(8, 19));
     // Demands that can exist at once: one per waiting consumer (queued ones have
     // consumers), the units in flight, the history, and the one a replacement
@@ -396,7 +396,7 @@ export class WaitCoordinator {
     this.#unlink(demand);
     const demands = this.#demands;
     demands.setState(demand, IN_FLIGHT);
-    const work = new IssuedWorkUnit(`${this.#prefix}u${this.#nextWork++}`, demands.key(demand), demands.want(demand), this.#copyGrant(grant), this.#now());
+    const work = new IssuedWorkUnit(`${this.#workPrefix}${this.#nextWork++}`, demands.key(demand), demands.want(demand), this.#copyGrant(grant), this.#now());
     this.#flightDemands.push(demand);
     this.#flightWorks.push(work);
     this.#issued++;

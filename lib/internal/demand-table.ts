@@ -4,8 +4,9 @@
  * docs/coordinator.md § Layout draws both.
  *
  * A demand is a record number. Its integer fields live in one `Int32Array`, four to a record
- * (16 bytes, so a record never straddles a cache line); its key and readiness request live in
- * two plain arrays under the same number. Free records form a list through their `next` field.
+ * (16 bytes, so a record never straddles a cache line); its key and readiness request sit side
+ * by side in one plain array, and its identity hash in another `Int32Array`, each under the same
+ * number. Free records form a list through their `next` field.
  * Nothing here knows the coordinator's rules: it stores, finds and links.
  */
 import { keyDigestWords, type ArtifactKey } from '../key.js';
@@ -50,8 +51,10 @@ const MIN_SLOTS = 32;
 export class DemandTable {
   /** Records, {@link STRIDE} Int32 fields each; replaced (copied) when it grows. */
   #fields: Int32Array;
-  readonly #keys: (ArtifactKey | undefined)[] = [];
-  readonly #wants: (ReadinessRequest | undefined)[] = [];
+  /** Each record's identity hash, so a removal finds its index slot without reading the key. */
+  #hashes: Int32Array;
+  /** Key at `2 * demand`, readiness request at `2 * demand + 1`: one cache line for both. */
+  readonly #refs: (ArtifactKey | ReadinessRequest | undefined)[] = [];
   readonly #limit: number;
   /** Records ever handed out; below it, a record is live or on the free list. */
   #used = 0;
@@ -74,6 +77,7 @@ export class DemandTable {
     this.#limit = limit;
     this.#seed = seed | 0;
     this.#fields = new Int32Array(STRIDE * Math.min(MIN_RECORDS, Math.max(limit, 1)));
+    this.#hashes = new Int32Array(this.#fields.length / STRIDE);
     this.#slots = new Int32Array(2 * MIN_SLOTS);
     this.#mask = MIN_SLOTS - 1;
   }
@@ -124,8 +128,9 @@ export class DemandTable {
     fields[base + PREV] = NONE;
     fields[base + NEXT] = NONE;
     fields[base + FLAGS] = want.readiness === 'device' ? DEVICE_FLAG : 0;
-    this.#keys[demand] = key;
-    this.#wants[demand] = want;
+    this.#refs[2 * demand] = key;
+    this.#refs[2 * demand + 1] = want;
+    this.#hashes[demand] = hash;
     if (2 * (this.#count + 1) > this.#mask + 1) this.#growIndex();
     this.#insert(hash, demand);
     this.#count++;
@@ -134,7 +139,7 @@ export class DemandTable {
 
   /** Drops a demand: out of the index, its record back on the free list. */
   remove(demand: number): void {
-    const hash = this.hash(this.#keys[demand]!, this.#wants[demand]!);
+    const hash = this.#hashes[demand]!;
     const slots = this.#slots;
     const mask = this.#mask;
     let hole = hash & mask;
@@ -151,19 +156,19 @@ export class DemandTable {
     }
     slots[2 * hole] = 0;
     slots[2 * hole + 1] = 0;
-    this.#keys[demand] = undefined;
-    this.#wants[demand] = undefined;
+    this.#refs[2 * demand] = undefined;
+    this.#refs[2 * demand + 1] = undefined;
     this.#fields[STRIDE * demand + NEXT] = this.#free;
     this.#free = demand;
     this.#count--;
   }
 
   key(demand: number): ArtifactKey {
-    return this.#keys[demand]!;
+    return this.#refs[2 * demand] as ArtifactKey;
   }
 
   want(demand: number): ReadinessRequest {
-    return this.#wants[demand]!;
+    return this.#refs[2 * demand + 1] as ReadinessRequest;
   }
 
   isDevice(demand: number): boolean {
@@ -217,9 +222,9 @@ export class DemandTable {
 
   /** Whether `demand` is this identity: the same digest, readiness and (for a device) target. */
   #is(demand: number, key: ArtifactKey, want: ReadinessRequest): boolean {
-    const stored = this.#keys[demand]!;
+    const stored = this.key(demand);
     if (stored !== key && stored.hex !== key.hex) return false;
-    const other = this.#wants[demand]!;
+    const other = this.want(demand);
     if (want.readiness !== 'device') return other.readiness !== 'device';
     if (other.readiness !== 'device') return false;
     const a = want.target as NormalizedTarget;
@@ -242,6 +247,9 @@ export class DemandTable {
     const fields = new Int32Array(STRIDE * records);
     fields.set(this.#fields);
     this.#fields = fields;
+    const hashes = new Int32Array(records);
+    hashes.set(this.#hashes);
+    this.#hashes = hashes;
   }
 
   #growIndex(): void {

@@ -30,10 +30,12 @@ const DIGIT_VALUES = new Int8Array(128).fill(-1);
 for (let i = 0; i < DIGITS.length; i++) DIGIT_VALUES[DIGITS.charCodeAt(i)] = i;
 
 export class WaitSlots {
-  /** Ticket number per slot; a Float64 holds every number up to 2^53 exactly. */
-  #ticket: Float64Array;
-  /** The demand a slot waits on; in a free slot, the next free slot (-1 ends the list). */
-  #demand: Int32Array;
+  /**
+   * Per slot, side by side (one cache line for a wake): at `2 * slot` its ticket number (a
+   * Float64 holds every number up to 2^53 exactly), at `2 * slot + 1` the demand it waits on,
+   * or in a free slot the next free slot (-1 ends the list).
+   */
+  #numbers: Float64Array;
   readonly #consumers: (Consumer | undefined)[] = [];
   readonly #limit: number;
   #used = 0;
@@ -50,9 +52,7 @@ export class WaitSlots {
   constructor(limit: number, random: Uint8Array, firstNumber = 1) {
     this.#limit = Math.max(limit, 1);
     this.#next = firstNumber;
-    const slots = Math.min(MIN_SLOTS, this.#limit);
-    this.#ticket = new Float64Array(slots);
-    this.#demand = new Int32Array(slots);
+    this.#numbers = new Float64Array(2 * Math.min(MIN_SLOTS, this.#limit));
     this.#chars[0] = 0x77; // w
     this.#chars[1] = 0x70; // p
     for (let i = RANDOM_AT; i < SLOT_AT; i++) this.#chars[i] = DIGIT_CODES[random[i - RANDOM_AT]! & 63]!;
@@ -62,27 +62,27 @@ export class WaitSlots {
   add(consumer: Consumer, demand: number): number {
     let slot = this.#free;
     if (slot !== -1) {
-      this.#free = this.#demand[slot]!;
+      this.#free = this.#numbers[2 * slot + 1]!;
     } else {
-      if (this.#used === this.#ticket.length) this.#grow();
+      if (2 * this.#used === this.#numbers.length) this.#grow();
       slot = this.#used++;
     }
-    this.#ticket[slot] = this.#next++;
-    this.#demand[slot] = demand;
+    this.#numbers[2 * slot] = this.#next++;
+    this.#numbers[2 * slot + 1] = demand;
     this.#consumers[slot] = consumer;
     return slot;
   }
 
   /** Frees a slot: its ticket number is gone, so its ticket is stale from now on. */
   remove(slot: number): void {
-    this.#ticket[slot] = FREE;
+    this.#numbers[2 * slot] = FREE;
+    this.#numbers[2 * slot + 1] = this.#free;
     this.#consumers[slot] = undefined;
-    this.#demand[slot] = this.#free;
     this.#free = slot;
   }
 
   demand(slot: number): number {
-    return this.#demand[slot]!;
+    return this.#numbers[2 * slot + 1]!;
   }
 
   consumer(slot: number): Consumer {
@@ -96,8 +96,9 @@ export class WaitSlots {
    */
   ticket(slot: number): string {
     const c = this.#chars;
-    let low = this.#ticket[slot]! % LOW;
-    let high = (this.#ticket[slot]! - low) / LOW;
+    const number = this.#numbers[2 * slot]!;
+    let low = number % LOW;
+    let high = (number - low) / LOW;
     for (let i = TICKET_LENGTH - 1; i >= NUMBER_LOW_AT; i--, low >>>= 6) c[i] = DIGIT_CODES[low & 63]!;
     for (let i = NUMBER_LOW_AT - 1; i >= NUMBER_AT; i--, high >>>= 6) c[i] = DIGIT_CODES[high & 63]!;
     for (let i = NUMBER_AT - 1, s = slot; i >= SLOT_AT; i--, s >>>= 6) c[i] = DIGIT_CODES[s & 63]!;
@@ -118,18 +119,15 @@ export class WaitSlots {
     if (slot < 0 || high < 0 || low < 0 || slot >= this.#used) return -1;
     // Past 2^53 the sum rounds, but to no number below 2^53, so it matches no issued one.
     const number = high * LOW + low;
-    return number !== FREE && this.#ticket[slot] === number ? slot : -1;
+    return number !== FREE && this.#numbers[2 * slot] === number ? slot : -1;
   }
 
   #grow(): void {
-    const slots = Math.min(this.#limit, 2 * this.#ticket.length);
+    const slots = Math.min(this.#limit, this.#numbers.length);
     if (slots <= this.#used) throw new RangeError(`WaitSlots: more than ${this.#limit} waits`);
-    const ticket = new Float64Array(slots);
-    ticket.set(this.#ticket);
-    const demand = new Int32Array(slots);
-    demand.set(this.#demand);
-    this.#ticket = ticket;
-    this.#demand = demand;
+    const numbers = new Float64Array(2 * slots);
+    numbers.set(this.#numbers);
+    this.#numbers = numbers;
   }
 }
 
