@@ -7,14 +7,18 @@
 //   npm run bench:sporadic                    table
 //   npm run -s bench:sporadic -- --json       one JSON object on stdout, nothing else
 //   npm run bench:sporadic -- --quick         smaller run (a 256 MiB floor, few wakes), ~10 s
-//   ... -- --impl native,js,stub --idle 2,20  choose backends and idle times (ms)
+//   ... -- --impl native,js,stub,noop --idle 2,20  choose backends and idle times (ms)
 //
 // One wake: onWait (a new consumer on a key that must queue), beginNext, the producer's reserve +
 // publish of the key in the lease table, complete, then the idle time (a setTimeout, so the loop
 // really is idle and nothing of this process runs), then the timed onWake + close, then the
 // eviction of the key (outside the timed part). Backends: `native` and `js` are the lease table
 // through leaseTableBackend (a consumer handle beside the producer, 65,536 slots); `stub` hands
-// out a fresh lease object and pins nothing (the coordinator's own part, as bench:coordinator).
+// out a fresh lease object and pins nothing (the coordinator's own part, as bench:coordinator);
+// `noop` is the floor under them: the same cycle on the stub, but the timed call only reads one
+// field of an object (the wake itself runs after the second clock read, untimed). After an idle
+// it is what the runtime's own clock reads and one load cost when the process wakes; the rest of
+// a sporadic wake is waitprep's code (and the table) running cold.
 // "In optimized code": every process first runs the same cycle hot (HOT cycles, no idle), which
 // is also the hot figure reported beside the sporadic ones.
 import { execFileSync } from 'node:child_process';
@@ -26,7 +30,7 @@ import { benchEnv, benchKey, commandLine } from './common.js';
 
 const { flag, option } = commandLine();
 
-const IMPLS = ['native', 'js', 'stub'];
+const IMPLS = ['native', 'js', 'stub', 'noop'];
 const RING = 4096;
 const HISTORY_LIMIT = 16;
 const CAPACITY = 1 << 16;
@@ -158,7 +162,7 @@ async function child(impl, idles, quick) {
   let producer = null;
   let consumer = null;
   let backend;
-  if (impl === 'stub') {
+  if (impl === 'stub' || impl === 'noop') {
     const meta = Object.freeze({});
     class StubLease {
       kind = 'lease';
@@ -199,7 +203,7 @@ async function child(impl, idles, quick) {
       return { ticket: admission.ticket, key };
     };
     // The timed part, one function for the hot and the sporadic runs, so both run the same code.
-    const wake = (ticket) => {
+    const wakeTimed = (ticket) => {
       const t0 = process.hrtime.bigint();
       const result = coordinator.onWake(ticket);
       if (result.kind === 'hit') result.lease.close();
@@ -207,6 +211,21 @@ async function child(impl, idles, quick) {
       if (result.kind !== 'hit') throw new Error(`sporadic: expected a hit, got ${result.reason}`);
       return Number(t1 - t0);
     };
+    // noop: the same two clock reads around one field read of an object the idle left alone; the
+    // read's value is checked, so it cannot be dropped. The wake then runs untimed.
+    const probe = { field: 1 };
+    const readOne = (o) => o.field;
+    const noopTimed = (ticket) => {
+      const t0 = process.hrtime.bigint();
+      const value = readOne(probe);
+      const t1 = process.hrtime.bigint();
+      if (value !== 1) throw new Error('sporadic: the probe changed');
+      const result = coordinator.onWake(ticket);
+      if (result.kind !== 'hit') throw new Error(`sporadic: expected a hit, got ${result.reason}`);
+      result.lease.close();
+      return Number(t1 - t0);
+    };
+    const wake = impl === 'noop' ? noopTimed : wakeTimed;
     const after = (key) => {
       if (producer !== null && producer.tryEvict(key) !== 'evicted') throw new Error('sporadic: the key did not evict after its wake');
     };
