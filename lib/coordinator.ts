@@ -425,12 +425,11 @@ export class WaitCoordinator {
     }
     if (!isObject(work)) throw invalidArgument('work', 'a WorkUnit from beginNext()', work);
     const works = this.#flightWorks;
-    const id = work.id;
     let at = 0;
-    while (at < works.length && works[at]!.id !== id) at++;
+    while (at < works.length && works[at]!.id !== work.id) at++;
     if (at === works.length) {
       this.#staleEvents++;
-      if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'complete', id } satisfies StaleMessage);
+      if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'complete', id: work.id } satisfies StaleMessage);
       return 'stale';
     }
     const work0 = works[at]!;
