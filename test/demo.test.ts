@@ -62,6 +62,15 @@ describe('waitprep demo --scripted', () => {
     expect(units.wasted).toBe(1);
   });
 
+  it('runs in virtual time: every run takes the same path and prints the same summary, the table name aside', () => {
+    const run = () => execFileSync(process.execPath, [bin, 'demo', '--scripted', '--json'], { encoding: 'utf8' }).replace(/waitprep-demo-\d+/g, 'waitprep-demo-PID');
+    const first = run();
+    for (let i = 0; i < 3; i++) expect(run()).toBe(first);
+    const text = execFileSync(process.execPath, [bin, 'demo', '--scripted'], { encoding: 'utf8' });
+    // The stand-in worker's completion lands on its 25 ms beat: the log's times are the timeline's.
+    expect(text).toMatch(/^ {2}25 ms {2}worker published sharedPrefix \(applied\)$/m);
+  });
+
   it('prints its summary as text without --json', () => {
     const text = execFileSync(process.execPath, [bin, 'demo', '--scripted'], { encoding: 'utf8' });
     expect(text).toMatch(/^summary \(stand-in preparation: a \d+ ms timer/m);

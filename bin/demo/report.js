@@ -120,11 +120,11 @@ ${rows.slice(1).map(line).join('\n')}
   (synthetic trace and stand-in preparation on this machine; not a serving-host measurement)`);
 }
 
-/** The report of the scripted sequence, from its summary; `prepareMs` is its stand-in worker's timer. */
+/** The report of the scripted sequence, from its summary; `prepareMs` is its stand-in worker's timer (virtual ms). */
 export function printScriptedSummary(summary, prepareMs) {
   const { stats } = summary;
   console.log(`
-summary (stand-in preparation: a ${prepareMs} ms timer; nothing here is a performance figure)
+summary (stand-in preparation: a ${prepareMs} ms timer, in virtual time; nothing here is a performance figure)
 ${accountText(stats, summary.units)}
   wakes ${stats.wakes}: hits ${stats.hits}; misses: ${missesText(stats.misses)}
   cancels ${stats.cancels}, stale events ${stats.staleEvents}, still waiting ${stats.waiting}, history ${stats.historySize}

@@ -1,7 +1,10 @@
 // `waitprep demo --scripted`: the earlier scripted demo, kept for a quick look at the
 // coordinator's rules without processes or a trace. A fixed sequence of waits, dedup joins, a
 // timer standing in for the worker, wakes that pin or miss, a failure and a retry, against a lease
-// table whose producer and consumer sides both live in this process.
+// table whose producer and consumer sides both live in this process. It runs in virtual time: the
+// script's steps and the stand-in worker's completions are events on one timeline, run in order
+// of time (then of scheduling) without sleeping, so every run takes the same path and prints the
+// same counts (on wall-clock timers a loaded machine reordered a completion and a wake).
 import { WaitCoordinator, artifactKey, implementation, implementationReason, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { printScriptedSummary, unitOutcomes } from './report.js';
 
@@ -50,11 +53,15 @@ export async function scriptedDemo(args) {
     implementation: producer.implementation,
     ...(producer.sharedBuffer ? { buffer: producer.sharedBuffer } : {}),
   });
-  const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 4, maxWaiting: 16, historyLimit: 8 });
+  /** The timeline: { t (virtual ms), order, run }; `now` is the time of the event running. */
+  const timeline = [];
+  let now = 0;
+  let order = 0;
+  const schedule = (t, run) => timeline.push({ t, order: order++, run });
+  const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 4, maxWaiting: 16, historyLimit: 8, now: () => now });
   const grant = { worker: 'demo-worker', grant: 'demo-grant-1' };
   const tickets = new Map();
-  const started = performance.now();
-  const at = () => `${String(Math.round(performance.now() - started)).padStart(4)} ms`;
+  const at = () => `${String(now).padStart(4)} ms`;
 
   const wait = (agent, generation, k) => {
     const admission = coordinator.onWait({ engine: 'engine-0', request: agent, generation }, k);
@@ -80,14 +87,13 @@ export async function scriptedDemo(args) {
   let drained = 0;
 
   // The stand-in worker: pulls a unit whenever none is in flight, "prepares"
-  // it off the event loop (a timer), publishes, and reports completion back
-  // on this thread.
+  // it for PREPARE_MS of virtual time, publishes, and reports completion.
   function pump() {
     const work = coordinator.beginNext(grant);
     if (work === null) return;
     log(`${at()}  worker takes ${names.get(work.key.hex)}`);
     const reservation = producer.reserve(work.key);
-    setTimeout(() => {
+    schedule(now + PREPARE_MS, () => {
       const ok = work.key !== keys.flaky;
       if (ok) producer.publish(reservation, { sizeBytes: 4096 * work.key.tokenCount, location: reservation.slot, checksum: 0, codecId: 0, representationVersion: 1 });
       else producer.abandon(reservation);
@@ -99,7 +105,7 @@ export async function scriptedDemo(args) {
       const how = ok ? 'published' : left ? 'drained (failed after every consumer left)' : 'failed';
       log(`${at()}  worker ${how} ${names.get(work.key.hex)} (${applied})`);
       pump();
-    }, PREPARE_MS);
+    });
   }
 
   const script = [
@@ -130,13 +136,19 @@ export async function scriptedDemo(args) {
     [205, () => wait('a9', 0, keys.late)],
     [205, () => wait('a9', 1, keys.late)],
   ];
-  const t0 = performance.now();
-  for (const [ms, step] of script) {
-    const delay = ms - (performance.now() - t0);
-    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
-    step();
+  for (const [ms, step] of script) schedule(ms, step);
+  // Every completion is on the timeline, so when it is empty nothing is in flight.
+  while (timeline.length > 0) {
+    let next = 0;
+    for (let i = 1; i < timeline.length; i++) {
+      const a = timeline[i];
+      const b = timeline[next];
+      if (a.t < b.t || (a.t === b.t && a.order < b.order)) next = i;
+    }
+    const [event] = timeline.splice(next, 1);
+    now = event.t;
+    event.run();
   }
-  while (coordinator.stats().inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 5));
   const closing = coordinator.shutdown();
   const stats = coordinator.stats();
   const pinned = table.inspect().slots.filter((slot) => slot.pinHolders.length > 0).length;
