@@ -302,6 +302,20 @@ describe('experiment: the Mooncake importer', () => {
     expect(trace.waits[0].end).toBe(60);
   });
 
+  it('every request is accounted for: a turn that arrives before the previous one is served makes no wait and is counted', () => {
+    const lines = [
+      // Served until 0.1024 s of prefill plus 100 output tokens at 30 ms: 3.1 s.
+      { timestamp: 0, input_length: 1024, output_length: 100, hash_ids: [0, 1] },
+      // Continues it at 1 s, before that: no wait, counted as overlapping.
+      { timestamp: 1_000, input_length: 1600, output_length: 10, hash_ids: [0, 1, 5, 6] },
+      // Continues that one well after it is served: one wait.
+      { timestamp: 60_000, input_length: 2100, output_length: 10, hash_ids: [0, 1, 5, 6, 7] },
+    ].map((l) => JSON.stringify(l)).join('\n');
+    const trace = mooncakeTrace(lines);
+    expect(trace.info).toMatchObject({ requests: 3, sessions: 1, overlapping: 1 });
+    expect(trace.waits.map((w: { keyId: string }) => w.keyId)).toEqual(['0:0,1,5,6']);
+  });
+
   it('more agents than the slice holds are tiled copies with their own agents and keys', () => {
     const one = mooncakeTrace(text);
     const sessions = one.info.sessionsWithWaits;
