@@ -15,6 +15,8 @@
 // finds terminal history and always queues anew. The backend hands out a
 // fresh lease object per wake and pins nothing: the figure is the
 // coordinator's own cost, not the lease table's (bench:pin measures that).
+// cycle_cpu_ns is the process's CPU time over the same loop: on a shared
+// machine it moves less than wall time with the neighbours' load.
 import { execFileSync } from 'node:child_process';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';

@@ -166,16 +166,6 @@ const OUTCOME_NAMES = ['completed', 'failed'] as const;
  * One event loop owns it: calls from another thread throw `ERR_WRONG_THREAD`,
  * mutating calls made from inside a backend call throw `ERR_REENTRANT`. Every
  * operation is O(1) in the number of waiting consumers.
- *
- * State lives in numbered records (docs/coordinator.md § Layout): a demand
- * (everything waiting on one dedup identity) is a record number in a
- * {@link DemandTable}, found by identity through its index; a wait is a slot
- * number in {@link WaitSlots}, spelled in its ticket. A demand exists while a
- * consumer waits on it, while it is queued or in flight, or while terminal
- * history remembers it, and is dropped as soon as none holds. Queued demands
- * form a doubly linked FIFO and remembered ones the history list (oldest
- * first), both through the records' one pair of links: a demand is queued or
- * remembered, never both, so unlinking either is O(1).
  */
 export class WaitCoordinator {
   readonly #backend: ArtifactBackend;
@@ -189,10 +179,21 @@ export class WaitCoordinator {
   readonly #workPrefix: string;
   #nextWork = 0;
 
+  /** Admitted waits as slot numbers; a ticket spells its slot. */
   readonly #slots: WaitSlots;
   #waiting = 0;
   /** The wait slot of each (engine, request). */
   readonly #byEngine = new Map<string, Map<string, number>>();
+  /**
+   * Demands (everything waiting on one dedup identity) as record numbers,
+   * found by identity through the table's index (docs/coordinator.md § Layout).
+   * A demand exists while a consumer waits on it, while it is queued or in
+   * flight, or while terminal history remembers it, and is dropped as soon as
+   * none holds. Queued demands form a doubly linked FIFO and remembered ones
+   * the history list (oldest first), both through the records' one pair of
+   * links: only a demand without an outcome is queued, so none is in both, and
+   * unlinking from either is O(1).
+   */
   readonly #demands: DemandTable;
   /**
    * Per key hex, its device demands and how many of them are busy (a consumer
