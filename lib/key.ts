@@ -50,6 +50,12 @@ export let keyDigestBytes: (key: ArtifactKey) => Uint8Array;
 /** The same digest as 8 little-endian u32 words, computed once: the JavaScript fallback's lookup compares these. */
 export let keyDigestWords: (key: ArtifactKey) => Uint32Array;
 /**
+ * @internal A long key's canonical encoding in place, a view of its shared store, or `null` for
+ * a key short enough to be copied (see {@link keyStore}): for the preparation driver, which posts
+ * it to its own worker code, where it is copied before anything else sees it. Never hand it out.
+ */
+export let sharedKeyBytes: (key: ArtifactKey) => Uint8Array | null;
+/**
  * True when `value` is an {@link ArtifactKey} built by this package (by {@link artifactKey} or
  * {@link decodeArtifactKey}): checked by a private brand, not `instanceof`, so an object that
  * merely has the prototype is not a key.
@@ -67,30 +73,26 @@ export const sha256Hex: (data: Uint8Array) => string =
     : (data) => crypto.createHash('sha256').update(data).digest('hex');
 
 /**
- * A key keeps itself in one ArrayBuffer (its *store*): the canonical encoding from offset 0 and,
- * at the next multiple of 4 after it (so the words view is aligned), the 32 digest bytes. One
- * buffer rather than two because every ArrayBuffer costs V8 well over 100 bytes besides its
- * contents, and a key is held per waiting consumer. Nothing outside the package sees a store:
- * every byte handed out is a copy.
+ * A key keeps its canonical encoding in one buffer, its *store*, from offset 0. A short key's
+ * store is an ArrayBuffer that also holds the 32 digest bytes, at the next multiple of 4 after
+ * the encoding (so the words view is aligned): one buffer rather than two, because every
+ * ArrayBuffer costs V8 well over 100 bytes besides its contents, and a key is held per waiting
+ * consumer. A long key's store (from {@link SHARED_STORE_BYTES}) is a SharedArrayBuffer of
+ * exactly the encoding, and its digest has a small buffer of its own: then a preparation worker
+ * can be handed the encoding without a copy on the coordinator's thread (a copy of a fresh
+ * quarter-megabyte buffer costs about 200 µs on a VM, page faults mostly; sharing it, 5 µs),
+ * and the lease table's pin path reads the digest from ordinary memory as for any key. Nothing
+ * outside the package sees a store: every byte handed out is a copy.
  */
 const digestOffset = (length: number): number => (length + 3) & ~3;
 const DIGEST_BYTES = 32;
-/** From this size {@link ownBuffer} leaves a buffer unzeroed. */
-export const RAW_BUFFER_BYTES = 4096;
-
-/**
- * A fresh ArrayBuffer of `size` bytes, each of which the caller writes before anything reads it.
- * A large one is not zeroed: zeroing a fresh quarter-megabyte buffer costs its page faults at
- * once (about 200 µs on a VM), where an unzeroed one reuses memory the process freed. A small
- * one is, as `new ArrayBuffer` makes it faster than Node's unzeroed path.
- */
-function ownBuffer(size: number): ArrayBuffer {
-  return size >= RAW_BUFFER_BYTES ? (Buffer.allocUnsafeSlow(size).buffer as ArrayBuffer) : new ArrayBuffer(size);
-}
+/** Encodings of at least this many bytes (about 4k tokens) live in shared memory. */
+export const SHARED_STORE_BYTES = 16 * 1024;
 
 /** @internal A Buffer of `length` bytes at offset 0 of a fresh key store: write a canonical encoding into it, then {@link sealKey}. */
 export function keyStore(length: number): Buffer {
-  return Buffer.from(ownBuffer(digestOffset(length) + DIGEST_BYTES), 0, length);
+  const store = length >= SHARED_STORE_BYTES ? new SharedArrayBuffer(length) : new ArrayBuffer(digestOffset(length) + DIGEST_BYTES);
+  return Buffer.from(store, 0, length);
 }
 
 /**
@@ -101,9 +103,10 @@ export function keyStore(length: number): Buffer {
 export function sealKey(encoding: Uint8Array, hex?: string): ArtifactKey {
   const store = encoding.buffer;
   const length = encoding.byteLength;
-  if (!(store instanceof ArrayBuffer) || encoding.byteOffset !== 0 || store.byteLength !== digestOffset(length) + DIGEST_BYTES) {
-    throw new Error('waitprep internal: sealKey() takes a keyStore()');
-  }
+  const fits = length >= SHARED_STORE_BYTES
+    ? store instanceof SharedArrayBuffer && store.byteLength === length
+    : store instanceof ArrayBuffer && store.byteLength === digestOffset(length) + DIGEST_BYTES;
+  if (!fits || encoding.byteOffset !== 0) throw new Error('waitprep internal: sealKey() takes a keyStore()');
   const tokensAt = tokensOffset(encoding);
   const layoutBytes = (encoding[tokensAt - 4]! | (encoding[tokensAt - 3]! << 8) | (encoding[tokensAt - 2]! << 16) | (encoding[tokensAt - 1]! << 24)) >>> 0;
   return new ArtifactKey(constructing, store, length, hex ?? sha256Hex(encoding), tokensAt, layoutBytes / 4);
@@ -128,8 +131,8 @@ interface Fields {
  * plain form is {@link ArtifactKey.toFields}, its wire form
  * {@link ArtifactKey.toBytes} ({@link decodeArtifactKey} reads it back).
  *
- * A key holds only what its identity needs: the canonical encoding and the digest, in one
- * buffer, and `hex`. Its fields (`source`, `codec`, …) are read out of the encoding on first
+ * A key holds only what its identity needs: the canonical encoding and the digest (in one
+ * buffer for a short key), and `hex`. Its fields (`source`, `codec`, …) are read out of the encoding on first
  * use and kept from then on, so a key that only waits and pins (the coordinator reads `hex`,
  * the lease table the digest) never builds them.
  */
@@ -138,7 +141,8 @@ export class ArtifactKey {
   readonly tokenCount: number;
   /** The digest as 64 lowercase hex characters: a string id for maps and logs. */
   readonly hex: string;
-  /** A view of the store's digest bytes; its `buffer` is the store (see {@link keyStore}). */
+  /** The store (see {@link keyStore}): the canonical encoding from offset 0. */
+  readonly #store: ArrayBuffer | SharedArrayBuffer;
   readonly #digest: Uint8Array;
   readonly #digestWords: Uint32Array;
   /** Bytes of the canonical encoding at the start of the store. */
@@ -148,14 +152,17 @@ export class ArtifactKey {
   #fields: Fields | null = null;
 
   /** @internal Use {@link artifactKey}. */
-  constructor(token: symbol, store: ArrayBuffer, length: number, hex: string, tokensAt: number, tokenCount: number) {
+  constructor(token: symbol, store: ArrayBuffer | SharedArrayBuffer, length: number, hex: string, tokensAt: number, tokenCount: number) {
     if (token !== constructing) throw new WaitprepError('ERR_INVALID_KEY', 'Build keys with artifactKey(fields)');
-    const at = digestOffset(length);
-    const digest = new Uint8Array(store, at, DIGEST_BYTES);
+    this.#store = store;
+    const own = store instanceof ArrayBuffer;
+    const at = own ? digestOffset(length) : 0;
+    const digestStore = own ? store : new ArrayBuffer(DIGEST_BYTES);
+    const digest = new Uint8Array(digestStore, at, DIGEST_BYTES);
     for (let k = 0; k < DIGEST_BYTES; k++) digest[k] = (nibble(hex.charCodeAt(2 * k)) << 4) | nibble(hex.charCodeAt(2 * k + 1));
     this.#digest = digest;
     if (LITTLE_ENDIAN) {
-      this.#digestWords = new Uint32Array(store, at, 8);
+      this.#digestWords = new Uint32Array(digestStore, at, 8);
     } else {
       this.#digestWords = new Uint32Array(8);
       for (let k = 0; k < 8; k++) this.#digestWords[k] = (digest[4 * k]! | (digest[4 * k + 1]! << 8) | (digest[4 * k + 2]! << 16) | (digest[4 * k + 3]! << 24)) >>> 0;
@@ -196,6 +203,7 @@ export class ArtifactKey {
   static {
     keyDigestBytes = (key) => key.#digest;
     keyDigestWords = (key) => key.#digestWords;
+    sharedKeyBytes = (key) => (key.#store instanceof SharedArrayBuffer ? key.#encoding() : null);
     // The private field is the brand: only this constructor adds it, so an object made with
     // Object.create(ArtifactKey.prototype), or given a forged prototype, has none.
     isArtifactKey = (value): value is ArtifactKey => typeof value === 'object' && value !== null && #digest in value;
@@ -203,7 +211,7 @@ export class ArtifactKey {
 
   /** The canonical encoding, as a view of the store (never handed out). */
   #encoding(): Uint8Array {
-    return new Uint8Array(this.#digest.buffer, 0, this.#length);
+    return new Uint8Array(this.#store, 0, this.#length);
   }
 
   #read(): Fields {
@@ -241,7 +249,8 @@ export class ArtifactKey {
    * as it is. {@link decodeArtifactKey} turns it back into an equal key.
    */
   toBytes(): Uint8Array {
-    const out = new Uint8Array(ownBuffer(this.#length));
+    if (this.#store instanceof ArrayBuffer) return new Uint8Array(this.#store.slice(0, this.#length));
+    const out = new Uint8Array(this.#length);
     out.set(this.#encoding());
     return out;
   }

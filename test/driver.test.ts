@@ -21,7 +21,7 @@ import {
   type WaitCoordinator,
 } from '../lib/index.js';
 import { WORKER_FILENAME } from '../lib/driver/driver.js';
-import { RAW_BUFFER_BYTES } from '../lib/key.js';
+import { SHARED_STORE_BYTES } from '../lib/key.js';
 import { preparationTaskOf } from '../lib/testing.js';
 import { consumer, makeKey, setup, ticketOf, withBackend } from './helpers.js';
 
@@ -136,22 +136,29 @@ describe('PreparationDriver: success path', () => {
     expect(Object.keys(value.key.source.extra)).toEqual(Object.keys(key.toFields().source.extra));
     expect(Buffer.from(value.keyBytes).equals(key.toBytes())).toBe(true);
     expect(value.keyBytesOwnBuffer).toBe(true);
+    // A key this long is posted as its shared store; prepare got a copy, not the shared memory.
+    expect(preparationTaskOfKey(key).transferList).toEqual([]);
+    expect(value.keyBytes.buffer).toBeInstanceOf(ArrayBuffer);
   });
 
-  it('posts the key as its bytes only, a fresh copy moved rather than cloned (preparationTaskOf is what it posts)', () => {
-    // A short key, and one long enough for its buffers to be left unzeroed until written.
-    const long = artifactKey({ ...makeKey(7).toFields(), source: { ...makeKey(7).toFields().source, tokenLayout: new Uint32Array(RAW_BUFFER_BYTES) } });
+  it('posts the key as its bytes only: a short key\'s moved, a long key\'s shared, never cloned (preparationTaskOf is what it posts)', () => {
+    const long = artifactKey({ ...makeKey(7).toFields(), source: { ...makeKey(7).toFields().source, tokenLayout: new Uint32Array(SHARED_STORE_BYTES / 4) } });
     for (const key of [makeKey(7), long]) {
       const { task, transferList } = preparationTaskOfKey(key);
       expect(Object.keys(task).sort()).toEqual(['grant', 'id', 'keyBytes', 'keyHex', 'readiness', 'target']);
       expect(task.keyHex).toBe(key.hex);
       expect(Buffer.from(task.keyBytes).equals(key.toBytes())).toBe(true);
       expect(task.keyBytes.byteOffset === 0 && task.keyBytes.buffer.byteLength === task.keyBytes.byteLength).toBe(true);
-      expect(transferList).toEqual([task.keyBytes.buffer]);
       const posted = structuredClone(task, { transfer: transferList });
-      expect(task.keyBytes.byteLength).toBe(0);
       expect(decodeArtifactKey(posted.keyBytes).equals(key)).toBe(true);
-      // The key is whole after its bytes were moved, and the next post is whole too.
+      if (key === long) {
+        expect(transferList).toEqual([]);
+        expect(task.keyBytes.buffer).toBeInstanceOf(SharedArrayBuffer);
+      } else {
+        expect(transferList).toEqual([task.keyBytes.buffer]);
+        expect(task.keyBytes.byteLength).toBe(0);
+      }
+      // The key is whole after its bytes were moved or shared, and the next post is whole too.
       expect(Buffer.from(preparationTaskOfKey(key).task.keyBytes).equals(key.toBytes())).toBe(true);
     }
   });

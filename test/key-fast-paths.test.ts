@@ -20,7 +20,7 @@ import {
   type ChunkKey,
 } from '../lib/index.js';
 import { plainFieldsOf } from '../lib/key-fields.js';
-import { RAW_BUFFER_BYTES, keyDigestBytes } from '../lib/key.js';
+import { SHARED_STORE_BYTES, keyDigestBytes } from '../lib/key.js';
 
 const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString('hex');
 
@@ -191,10 +191,10 @@ describe('a key reads its fields out of its encoding on first use', () => {
     );
   });
 
-  it('behaves the same for a key long enough for its buffers to be left unzeroed until written', () => {
+  it('behaves the same for a key long enough to keep its encoding in shared memory', () => {
     const fields: ArtifactKeyFields = {
       source: { snapshotKind: 'kv', runtime: 'r', model: 'm', adapter: 'none', profile: 'p', positionPolicy: 'a', task: 't', namespace: 'n',
-        tokenLayout: Uint32Array.from({ length: RAW_BUFFER_BYTES }, (_, i) => i * 7), extra: { z: '\u00e9' } },
+        tokenLayout: Uint32Array.from({ length: SHARED_STORE_BYTES / 4 }, (_, i) => i * 7), extra: { z: '\u00e9' } },
       sourcePageGeneration: 5n,
       codec: 'none',
       codecConfig: 'none',
@@ -206,11 +206,12 @@ describe('a key reads its fields out of its encoding on first use', () => {
     expect(bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.byteLength).toBe(true);
     expect(hex(bytes)).toBe(hex(encodeArtifactKey(fields)));
     expect(key.hex).toBe(createHash('sha256').update(bytes).digest('hex'));
+    expect(keyDigestBytes(key).buffer).toBeInstanceOf(ArrayBuffer);
     expect(hex(keyDigestBytes(key))).toBe(key.hex);
     bytes.fill(0);
     expect(hex(key.toBytes())).toBe(hex(encodeArtifactKey(fields)));
     expectSameKey(decodeArtifactKey(encodeArtifactKey(fields)), key);
-    expect(key.tokenCount).toBe(RAW_BUFFER_BYTES);
+    expect(key.tokenCount).toBe(SHARED_STORE_BYTES / 4);
     expect(key.tokenLayout()[100]).toBe(700);
   });
 

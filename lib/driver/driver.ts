@@ -8,6 +8,7 @@ import type { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { WaitprepError, describe, invalidArgument } from '../errors.js';
 import type { IssuedWorkUnit, WaitCoordinator } from '../coordinator.js';
+import { sharedKeyBytes } from '../key.js';
 import type { ResourceGrant } from '../types.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions } from '../internal/validate.js';
 import {
@@ -442,15 +443,18 @@ function raise(flag: Int32Array, state: number): void {
 /**
  * What the driver posts to a pool thread for a unit: plain data, no class
  * instances, and the post's transfer list. The key goes only as its canonical
- * bytes, a fresh `key.toBytes()` that is moved (the transfer list holds its
- * buffer), not cloned: cloning the plain form as well would copy every token
- * twice more on this thread (into the plain form, then into the message). The
- * worker side reads the plain form out of the bytes, without hashing or
+ * bytes: cloning its plain form as well would copy every token twice more on
+ * this thread (into the plain form, then into the message). A short key's
+ * bytes are a fresh `key.toBytes()`, moved (the transfer list holds its
+ * buffer); a long key's are its shared store itself, which costs no copy here
+ * and which the worker side copies before `prepare` sees it (worker.ts). The
+ * worker side then reads the plain form out of the bytes, without hashing or
  * validating (they are the key's own encoding), and `prepare` gets both forms.
  */
 export function postOf(work: IssuedWorkUnit): { task: PostedTask; transferList: ArrayBuffer[] } {
   const { key, target } = work;
-  const keyBytes = key.toBytes();
+  const shared = sharedKeyBytes(key);
+  const keyBytes = shared ?? key.toBytes();
   const task: PostedTask = {
     id: work.id,
     keyHex: key.hex,
@@ -459,7 +463,7 @@ export function postOf(work: IssuedWorkUnit): { task: PostedTask; transferList: 
     target: target === null ? null : { device: target.device, arena: BigInt(target.arena), arenaGeneration: BigInt(target.arenaGeneration) },
     grant: { worker: work.grant.worker, grant: work.grant.grant },
   };
-  return { task, transferList: [keyBytes.buffer as ArrayBuffer] };
+  return { task, transferList: shared === null ? [keyBytes.buffer as ArrayBuffer] : [] };
 }
 
 function moduleUrl(worker: unknown): string {

@@ -21,10 +21,10 @@ import type { ResourceGrant } from '../types.js';
  * process boundary as it is or to turn back into an `ArtifactKey` with
  * `decodeArtifactKey(task.keyBytes)` (whose `hex` equals `keyHex`).
  *
- * The main thread posts it without `key` (a {@link PostedTask}) and moves
- * `keyBytes` rather than cloning it; the worker side reads `key` out of those
- * bytes before it calls `prepare`. So the key's tokens are copied once on the
- * coordinator's thread (into `keyBytes`, one memcpy) and never cloned.
+ * The main thread posts it without `key` (a {@link PostedTask}) and moves or
+ * shares `keyBytes` rather than cloning it; the worker side reads `key` out of
+ * those bytes before it calls `prepare`. So the key's tokens are never cloned,
+ * and copied on the coordinator's thread only for a short key (into `keyBytes`).
  */
 export interface PreparationTask {
   /** The issued unit's id. */
@@ -81,7 +81,8 @@ export const WORKER_EXPORT = 'runPreparation';
 
 /**
  * A {@link PreparationTask} as the main thread posts it: without `key`, and with `keyBytes`
- * over its own `ArrayBuffer`, which goes in the post's transfer list.
+ * either over its own `ArrayBuffer`, which goes in the post's transfer list, or (a long key) a
+ * view of the key's shared store, which the worker side copies before anything else reads it.
  */
 export type PostedTask = Omit<PreparationTask, 'key'>;
 

@@ -18,8 +18,9 @@ import { RUNNING, DEADLINE, STATE, THREAD, toRemoteError, type Envelope, type Pr
 export async function runPreparation(envelope: Envelope): Promise<WorkerReply> {
   const { module, flag, task: posted } = envelope;
   Atomics.store(flag, THREAD, threadId);
-  // The key's canonical encoding, made by key.toBytes() on the main thread and moved here.
-  const { keyBytes } = posted;
+  // The key's canonical encoding, moved here, or for a long key its store shared with the main
+  // thread: copied first, so `prepare` gets bytes of its own and the key stays immutable.
+  const keyBytes = posted.keyBytes.buffer instanceof SharedArrayBuffer ? new Uint8Array(posted.keyBytes) : posted.keyBytes;
   const task: PreparationTask = {
     id: posted.id,
     keyHex: posted.keyHex,
