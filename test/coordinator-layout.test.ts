@@ -10,7 +10,7 @@ import { normalizeTarget } from '../lib/device-target.js';
 import { DemandTable, NONE } from '../lib/internal/demand-table.js';
 import { WaitSlots } from '../lib/internal/wait-slots.js';
 import type { ArtifactKey, Consumer, ReadinessRequest } from '../lib/index.js';
-import { TARGET_A, TARGET_B, makeKey } from './helpers.js';
+import { GRANT, TARGET_A, TARGET_B, consumer as consumerOf, makeKey, setup, ticketOf } from './helpers.js';
 
 const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 const device = (target: unknown): ReadinessRequest => Object.freeze({ readiness: 'device', target: normalizeTarget(target)! });
@@ -174,5 +174,42 @@ describe('WaitSlots and tickets', () => {
     expect(() => slots.add(consumer, 0)).toThrow(RangeError);
     slots.remove(taken[7]!);
     expect(slots.add(consumer, 0)).toBe(taken[7]);
+  });
+});
+
+describe('WaitCoordinator over grown stores', () => {
+  it('keeps thousands of waits, units and history entries apart through growth and reuse', () => {
+    const keys = Array.from({ length: 1500 }, (_, n) => makeKey(n, { namespace: 'many' }));
+    const { coord, backend } = setup({ maxQueued: 2000, maxWaiting: 4000, historyLimit: 300 });
+    // Two consumers per key: one unit each, joined once.
+    const waits = keys.flatMap((key, n) => [0, 1].map((j) => ({ key, ticket: ticketOf(coord.onWait(consumerOf(`${n}-${j}`), key)) })));
+    expect(coord.stats()).toMatchObject({ waiting: 3000, queued: 1500, joins: 1500 });
+    // The first 500 units are prepared in FIFO order and published; 300 stay in history.
+    for (let n = 0; n < 500; n++) {
+      const work = coord.beginNext(GRANT)!;
+      expect(work.key).toBe(keys[n]);
+      backend.publish(work.key);
+      expect(coord.complete(work, { ok: true })).toBe('applied');
+    }
+    expect(coord.stats()).toMatchObject({ queued: 1000, completed: 500, historySize: 300 });
+    // Wake every consumer in a scrambled order: prepared keys hit, the rest miss, each once.
+    const order = waits.map((_, i) => (i * 7919) % waits.length);
+    expect(new Set(order).size).toBe(waits.length);
+    for (const i of order) {
+      const { key, ticket } = waits[i]!;
+      const wake = coord.onWake(ticket);
+      const prepared = keys.indexOf(key) < 500;
+      expect(wake.kind).toBe(prepared ? 'hit' : 'miss');
+      if (wake.kind === 'hit') {
+        expect(wake.lease.key.equals(key)).toBe(true);
+        wake.lease.close();
+      }
+      expect(coord.onWake(ticket)).toEqual({ kind: 'miss', reason: 'stale-ticket' });
+    }
+    expect(coord.stats()).toMatchObject({ waiting: 0, queued: 0, hits: 1000, historySize: 300 });
+    // Freed slots and records are reused: a new round of waits behaves as the first did.
+    const again = keys.slice(0, 400).map((key, n) => ({ key, admission: coord.onWait(consumerOf(`again-${n}`), key) }));
+    again.forEach(({ admission }, n) => expect(admission.status).toBe(n >= 200 ? 'completed' : 'queued'));
+    expect(coord.stats()).toMatchObject({ waiting: 400, queued: 200 });
   });
 });
