@@ -223,9 +223,10 @@ export class ChunkKey {
 /**
  * One session's chain of chunk keys. {@link ChunkChain.extend} takes the session's tokens turn
  * by turn and returns the keys of the chunks they complete; the unfinished tail waits for the
- * next turn ({@link ChunkChain.partial} keys it as it stands). The chain keeps the last digest,
- * the digest list (32 bytes a chunk, for {@link manifestKey}) and at most `chunkTokens - 1`
- * pending tokens: never the prefix's tokens.
+ * next turn ({@link ChunkChain.partial} keys it as it stands). The chain keeps the last chunk's key,
+ * the list of its chunks' digests in hex (for {@link ChunkChain.digests}: a 64-character string a
+ * chunk, about 80 bytes of heap each, so about 20 KB per 64k tokens in 256-token chunks) and at
+ * most `chunkTokens - 1` pending tokens: never the prefix's tokens.
  */
 export class ChunkChain {
   /** Tokens per full chunk. */

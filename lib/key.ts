@@ -184,18 +184,22 @@ export class ArtifactKey {
     return this.#read().source;
   }
 
+  /** The generation of the source pages the artifact was made from. */
   get sourcePageGeneration(): bigint {
     return this.#read().sourcePageGeneration;
   }
 
+  /** The codec the artifact is stored in (`'none'` for raw KV). */
   get codec(): string {
     return this.#read().codec;
   }
 
+  /** The codec's configuration, as the key was given it. */
   get codecConfig(): string {
     return this.#read().codecConfig;
   }
 
+  /** The version of the artifact's representation. */
   get representationVersion(): bigint {
     return this.#read().representationVersion;
   }
@@ -207,6 +211,9 @@ export class ArtifactKey {
     // The private field is the brand: only this constructor adds it, so an object made with
     // Object.create(ArtifactKey.prototype), or given a forged prototype, has none.
     isArtifactKey = (value): value is ArtifactKey => typeof value === 'object' && value !== null && #digest in value;
+    // The fields are getters on the prototype: frozen, so no code in this process can redefine
+    // what every key reports (own frozen data properties could not be shadowed either).
+    Object.freeze(ArtifactKey.prototype);
   }
 
   /** The canonical encoding, as a view of the store (never handed out). */

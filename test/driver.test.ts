@@ -1,5 +1,6 @@
 // PreparationDriver: units prepared in a piscina worker pool, reported back on the coordinator's
 // thread. Fixtures: test/fixtures/prepare-*.mjs (they import the built dist/, so build first).
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -136,6 +137,10 @@ describe('PreparationDriver: success path', () => {
     expect(Object.keys(value.key.source.extra)).toEqual(Object.keys(key.toFields().source.extra));
     expect(Buffer.from(value.keyBytes).equals(key.toBytes())).toBe(true);
     expect(value.keyBytesOwnBuffer).toBe(true);
+    // As when the task crossed as a structured clone: `extra` is an ordinary object there.
+    expect((value as { extraIsOrdinary?: boolean }).extraIsOrdinary).toBe(true);
+    // prepare zeroed its keyBytes after answering: the key here is untouched.
+    expect(createHash('sha256').update(key.toBytes()).digest('hex')).toBe(key.hex);
     // A key this long is posted as its shared store; prepare got a copy, not the shared memory.
     expect(preparationTaskOfKey(key).transferList).toEqual([]);
     expect(value.keyBytes.buffer).toBeInstanceOf(ArrayBuffer);

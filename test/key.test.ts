@@ -321,6 +321,10 @@ describe('ArtifactKey objects', () => {
     }).toThrow(TypeError);
     expect(key.codec).toBe('raw');
     expect(key.source.task).toBe('summarise-ticket');
+    // The fields are prototype getters: the prototype is frozen, so no code can redefine them.
+    expect(Object.isFrozen(ArtifactKey.prototype)).toBe(true);
+    expect(() => Object.defineProperty(ArtifactKey.prototype, 'codec', { get: () => 'forged' })).toThrow(TypeError);
+    expect(key.codec).toBe('raw');
   });
 
   it('keep the digest immutable: each read is a copy, and writing to it changes nothing', () => {

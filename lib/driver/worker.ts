@@ -21,10 +21,14 @@ export async function runPreparation(envelope: Envelope): Promise<WorkerReply> {
   // The key's canonical encoding, moved here, or for a long key its store shared with the main
   // thread: copied first, so `prepare` gets bytes of its own and the key stays immutable.
   const keyBytes = posted.keyBytes.buffer instanceof SharedArrayBuffer ? new Uint8Array(posted.keyBytes) : posted.keyBytes;
+  const key = plainFieldsOf(keyBytes);
+  // The plain form's `extra` has no prototype (as toFields() gives it); a task that crossed as a
+  // structured clone had an ordinary object there, and prepare modules may rely on that.
+  key.source.extra = Object.fromEntries(Object.entries(key.source.extra));
   const task: PreparationTask = {
     id: posted.id,
     keyHex: posted.keyHex,
-    key: plainFieldsOf(keyBytes),
+    key,
     keyBytes,
     readiness: posted.readiness,
     target: posted.target,
