@@ -9,6 +9,9 @@
  *   on purpose.
  * - `preparationTaskOf`: what PreparationDriver posts to a pool thread for an issued unit, the
  *   task and the post's transfer list, so a benchmark can time the hand-off of the real thing.
+ *   For a long key (a SharedArrayBuffer store) `task.keyBytes` is a view of the key's own store,
+ *   which the driver's worker copies before `prepare` sees it: read it, never write to it, or the
+ *   key's bytes no longer match its digest.
  */
 export { InMemoryBackend } from './memory-backend.js';
 export { nativeAddon, type NativeAddon } from './native.js';
