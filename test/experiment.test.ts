@@ -179,6 +179,16 @@ describe('experiment: determinism', () => {
     const markdown = formatMarkdown(merged);
     expect(markdown).toMatch(/^\| fifo-1 \| - \| [\d.]+% \(\d\.\d\d\) \|/m);
     expect(markdown).toMatch(/^\| oracle \| [\d.]+% \(1\.00\) \| [\d.]+% \(1\.00\) \|/m);
+    // A policy only the smaller run has still gets its row, with no latency at the largest count.
+    expect(markdown).toMatch(/^\| none \| [\d.]+% \(\d\.\d\d\) \| - \| - \| - \| - \| - \| - \|$/m);
+    // Merged in either order, the agent counts ascend and the latency is the largest count's.
+    const reversed = mergeOutputs([
+      runExperiment({ ...base, agents: [20], policies: ['fifo-1', 'oracle'] }),
+      runExperiment({ ...base, policies: ['none', 'oracle'] }),
+    ]);
+    expect(reversed.options.agents).toEqual([10, 20]);
+    expect(formatMarkdown(reversed)).toBe(markdown);
+    expect(markdown).toContain('latency and misses at 20 agents');
     const html = formatHtml(merged);
     for (const name of ['none', 'fifo-1', 'oracle']) expect(html).toContain(`>${name}</text>`);
     expect(html).not.toMatch(/NaN|undefined/);

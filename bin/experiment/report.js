@@ -135,25 +135,31 @@ export function formatMarkdown(output) {
   const lines = [];
   for (const preset of output.options.presets) {
     const runs = output.runs.filter((r) => r.preset === preset);
-    const last = runs[runs.length - 1];
+    // The largest agent count, wherever it stands in the list.
+    const last = runs.reduce((a, b) => (b.agents > a.agents ? b : a));
     lines.push('');
     lines.push(`**${preset}**, ${last.trace.source} trace, seeds ${output.options.seeds.join(', ')}; latency and misses at ${last.agents} agents (${last.trace.waits} waits):`);
     lines.push('');
     lines.push(`| policy | ${runs.map((r) => `hit rate, ${r.agents} agents (of oracle)`).join(' | ')} | p50 | p95 | p99 | wasted GB | commonest miss causes |`);
     lines.push(`|---|${runs.map(() => '---|').join('')}---|---|---|---|---|`);
-    last.policies.forEach((p) => {
-      // By name, '-' where a run lacks the policy: runs merged from several outputs may.
+    // Every policy of any run, by name, '-' where a run lacks it: runs merged from several outputs may.
+    for (const name of [...new Set(runs.flatMap((r) => r.policies.map((p) => p.name)))]) {
       const cells = runs.map((r) => {
-        const s = r.policies.find((q) => q.name === p.name)?.summary;
+        const s = r.policies.find((q) => q.name === name)?.summary;
         if (s === undefined) return '-';
         return `${range(s.hitRate, pct)}${s.hitsOfOracle === null ? '' : ` (${s.hitsOfOracle.mean.toFixed(2)})`}`;
       });
+      const p = last.policies.find((q) => q.name === name);
+      if (p === undefined) {
+        lines.push(`| ${name} | ${cells.join(' | ')} | - | - | - | - | - |`);
+        continue;
+      }
       const s = p.summary;
       const misses = CAUSES.map((c) => [c, p.seeds.reduce((n, r) => n + r.misses[c], 0)]).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
       const total = misses.reduce((n, [, k]) => n + k, 0);
       const causes = misses.slice(0, 2).map(([c, n]) => `${c} ${pct(n / total)}`).join(', ') || '-';
-      lines.push(`| ${p.name} | ${cells.join(' | ')} | ${ms(s.latencyP50.mean)} | ${ms(s.latencyP95.mean)} | ${ms(s.latencyP99.mean)} | ${gb(s.wastedBytes.mean)} | ${causes} |`);
-    });
+      lines.push(`| ${name} | ${cells.join(' | ')} | ${ms(s.latencyP50.mean)} | ${ms(s.latencyP95.mean)} | ${ms(s.latencyP99.mean)} | ${gb(s.wastedBytes.mean)} | ${causes} |`);
+    }
   }
   return lines.join('\n');
 }

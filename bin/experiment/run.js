@@ -127,7 +127,7 @@ export function mergeOutputs(outputs) {
   }
   const union = (lists) => [...new Set(lists.flat())];
   const presets = union(outputs.map((o) => o.options.presets));
-  const agents = union(outputs.map((o) => o.options.agents));
+  const agents = union(outputs.map((o) => o.options.agents)).sort((x, y) => x - y);
   const order = new Map(POLICIES.map((p, i) => [p.name, i]));
   const byRun = new Map();
   for (const output of outputs) {
