@@ -58,14 +58,14 @@ export function demoCoordinator(table) {
 /**
  * Admits one wait with the eviction fix: completed history is no proof the bytes are still there.
  * The storage worker evicts in its own process and tells no one, so before admitting a wait the
- * orchestrator looks the key up in the table; absent means never published or evicted, and
+ * orchestrator peeks at the key in the table (no pin, so the storage worker's eviction never sees
+ * it held); absent means never published or evicted, and
  * forget(key) (refused while anyone waits on the key or its unit is queued or in flight) lets
  * this wait queue it again instead of being told `completed` and missing at its wake. Returns
  * the coordinator's admission, and whether history was forgotten for it.
  */
 export function admitWait(coordinator, table, consumer, key) {
-  const present = table.tryPin(key);
-  if (present.kind === 'lease') present.close();
+  const present = table.peek(key);
   const forgot = present.kind === 'miss' && present.reason === 'absent' && coordinator.forget(key);
   return { admission: coordinator.onWait(consumer, key), forgot };
 }
