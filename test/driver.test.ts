@@ -119,7 +119,8 @@ describe('PreparationDriver: success path', () => {
       source: {
         snapshotKind: 'kv-page', runtime: 'r\u00e9', model: '模型', adapter: 'none', profile: 'bf16', positionPolicy: 'absolute', task: 't', namespace: '\ufeffn',
         tokenLayout: Uint32Array.from({ length: 5000 }, (_, i) => (i * 2654435761) >>> 0),
-        extra: { '😀': '', __proto__: 'p', '10': 'b', '9': 'a' },
+        // fromEntries: in a literal, `__proto__: 'p'` would set no entry at all.
+        extra: Object.fromEntries([['😀', ''], ['__proto__', 'p'], ['10', 'b'], ['9', 'a']]),
       },
       sourcePageGeneration: 2n ** 64n - 1n,
       codec: 'raw',
@@ -135,6 +136,7 @@ describe('PreparationDriver: success path', () => {
     expect(value.decodedHex).toBe(key.hex);
     expect(value.key).toEqual(key.toFields());
     expect(Object.keys(value.key.source.extra)).toEqual(Object.keys(key.toFields().source.extra));
+    expect(Object.hasOwn(value.key.source.extra, '__proto__')).toBe(true);
     expect(Buffer.from(value.keyBytes).equals(key.toBytes())).toBe(true);
     expect(value.keyBytesOwnBuffer).toBe(true);
     // As when the task crossed as a structured clone: `extra` is an ordinary object there.

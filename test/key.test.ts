@@ -370,7 +370,7 @@ describe('ArtifactKey objects', () => {
 
 describe('the plain form: key.toFields()', () => {
   it('is what artifactKey() accepts back, giving an equal key', () => {
-    for (const f of [fields(), withSource({ extra: { seed: '1', '10': 'b', '9': 'a', __proto__: 'p' } }), withSource({ tokenLayout: Uint32Array.of(7) })]) {
+    for (const f of [fields(), withSource({ extra: Object.fromEntries([['seed', '1'], ['10', 'b'], ['9', 'a'], ['__proto__', 'p']]) }), withSource({ tokenLayout: Uint32Array.of(7) })]) {
       const key = artifactKey(f);
       const again = artifactKey(key.toFields());
       expect(again.equals(key)).toBe(true);
