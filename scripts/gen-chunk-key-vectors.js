@@ -70,6 +70,8 @@ const valid = [
     },
     [range(5)],
   ],
+  // An entry named __proto__ is an entry like any other (built with fromEntries: a literal would set the prototype).
+  ['extra-named-__proto__', { ...base, extra: Object.fromEntries([['__proto__', 'x'], ['a', '1']]) }, [range(6)]],
   ['unicode-source-fields', { ...base, model: '模型-😀', task: 'caf\u00e9', namespace: 'cafe\u0301' }, [range(4)]],
   ['lmcache-256-token-chunks', { ...base, runtime: 'lmcache/0.3', chunkTokens: 256 }, [tokens1000]],
   ['lmcache-256-token-chunks-in-two-turns', { ...base, runtime: 'lmcache/0.3', chunkTokens: 256 }, [tokens1000.slice(0, 300), tokens1000.slice(300)]],
