@@ -435,13 +435,8 @@ export class WaitCoordinator {
     }
     const work0 = works[at]!;
     const demand = this.#flightDemands[at]!;
-    if (at === 0) {
-      works.shift();
-      this.#flightDemands.shift();
-    } else {
-      works.splice(at, 1);
-      this.#flightDemands.splice(at, 1);
-    }
+    works.splice(at, 1);
+    this.#flightDemands.splice(at, 1);
     const demands = this.#demands;
     const wasBusy = this.#isBusy(demand);
     demands.setState(demand, IDLE);
@@ -752,7 +747,6 @@ export class WaitCoordinator {
   /** Appends `demand` (in no list) to terminal history, evicting the oldest entry past `historyLimit`. */
   #remember(demand: number, outcome: typeof COMPLETED | typeof FAILED): void {
     const demands = this.#demands;
-    if (demands.outcome(demand) !== NO_OUTCOME) this.#unremember(demand);
     if (this.#historyLimit === 0) {
       this.#dropIfUnused(demand);
       return;

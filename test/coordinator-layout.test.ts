@@ -178,6 +178,25 @@ describe('WaitSlots and tickets', () => {
 });
 
 describe('WaitCoordinator over grown stores', () => {
+  it('holds its worst case of demands: maxWaiting + maxInFlight + historyLimit + 1', () => {
+    const { coord, backend } = setup({ maxQueued: 2, maxWaiting: 2, historyLimit: 1, maxInFlight: 2 });
+    // One history entry.
+    const first = ticketOf(coord.onWait(consumerOf(0), makeKey(0)));
+    const done = coord.beginNext(GRANT)!;
+    backend.publish(done.key);
+    coord.complete(done, { ok: true });
+    const woke = coord.onWake(first);
+    if (woke.kind === 'hit') woke.lease.close();
+    // Two units in flight whose consumers all left (they drain, still demands).
+    const leaving = [1, 2].map((n) => ticketOf(coord.onWait(consumerOf(n), makeKey(n))));
+    expect([coord.beginNext(GRANT), coord.beginNext(GRANT)].every((w) => w !== null)).toBe(true);
+    for (const ticket of leaving) expect(coord.onCancel(ticket)).toBe(true);
+    // Two queued units, then a replacement that makes its new unit before its old wait leaves.
+    expect([3, 4].map((n) => coord.onWait(consumerOf(n), makeKey(n)).status)).toEqual(['queued', 'queued']);
+    expect(coord.onWait(consumerOf(3, 1), makeKey(5)).status).toBe('queued');
+    expect(coord.stats()).toMatchObject({ waiting: 2, queued: 2, inFlight: 2, historySize: 1 });
+  });
+
   it('keeps thousands of waits, units and history entries apart through growth and reuse', () => {
     const keys = Array.from({ length: 1500 }, (_, n) => makeKey(n, { namespace: 'many' }));
     const { coord, backend } = setup({ maxQueued: 2000, maxWaiting: 4000, historyLimit: 300 });

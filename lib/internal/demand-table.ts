@@ -4,7 +4,7 @@
  * docs/coordinator.md § Layout draws both.
  *
  * A demand is a record number. Its integer fields live in one `Int32Array`, four to a record
- * (16 bytes, so a record never straddles a cache line); its key and readiness request sit side
+ * (16 bytes: with the array's memory aligned, as V8 aligns it today, a record never straddles a cache line); its key and readiness request sit side
  * by side in one plain array, and its identity hash in another `Int32Array`, each under the same
  * number. Free records form a list through their `next` field.
  * Nothing here knows the coordinator's rules: it stores, finds and links.
@@ -41,7 +41,7 @@ const OUTCOME_MASK = 3 << OUTCOME_SHIFT;
 const DEVICE_FLAG = 1 << 4;
 
 const MIN_RECORDS = 16;
-/** Index slots at first; the index doubles before it is half full. */
+/** Index slots at first; the index doubles before it would pass half full. */
 const MIN_SLOTS = 32;
 
 /**

@@ -5,6 +5,7 @@
  * its slot without a lookup and tells a current ticket from a stale one by the number alone.
  */
 import type { Consumer } from '../types.js';
+import { NONE } from './demand-table.js';
 
 /** The ticket number of a free slot: issued numbers start at 1. */
 const FREE = 0;
@@ -33,13 +34,13 @@ export class WaitSlots {
   /**
    * Per slot, side by side (one cache line for a wake): at `2 * slot` its ticket number (a
    * Float64 holds every number up to 2^53 exactly), at `2 * slot + 1` the demand it waits on,
-   * or in a free slot the next free slot (-1 ends the list).
+   * or in a free slot the next free slot ({@link NONE} ends the list).
    */
   #numbers: Float64Array;
   readonly #consumers: (Consumer | undefined)[] = [];
   readonly #limit: number;
   #used = 0;
-  #free = -1;
+  #free = NONE;
   /** The next ticket number; numbers only grow, so no ticket is issued twice. */
   #next = 1;
   /** The characters of the next ticket, its first 13 (the coordinator's) written once. */
@@ -61,7 +62,7 @@ export class WaitSlots {
   /** Takes a free slot for `consumer` on `demand` under a fresh ticket number; returns the slot. */
   add(consumer: Consumer, demand: number): number {
     let slot = this.#free;
-    if (slot !== -1) {
+    if (slot !== NONE) {
       this.#free = this.#numbers[2 * slot + 1]!;
     } else {
       if (2 * this.#used === this.#numbers.length) this.#grow();
@@ -108,18 +109,18 @@ export class WaitSlots {
     );
   }
 
-  /** The live slot `ticket` names, or -1 for a stale, foreign or malformed one. */
+  /** The live slot `ticket` names, or {@link NONE} for a stale, foreign or malformed one. */
   find(ticket: string): number {
-    if (ticket.length !== TICKET_LENGTH) return -1;
+    if (ticket.length !== TICKET_LENGTH) return NONE;
     const c = this.#chars;
-    for (let i = 0; i < SLOT_AT; i++) if (ticket.charCodeAt(i) !== c[i]) return -1;
+    for (let i = 0; i < SLOT_AT; i++) if (ticket.charCodeAt(i) !== c[i]) return NONE;
     const slot = digitsAt(ticket, SLOT_AT, NUMBER_AT);
     const high = digitsAt(ticket, NUMBER_AT, NUMBER_LOW_AT);
     const low = digitsAt(ticket, NUMBER_LOW_AT, TICKET_LENGTH);
-    if (slot < 0 || high < 0 || low < 0 || slot >= this.#used) return -1;
+    if (slot < 0 || high < 0 || low < 0 || slot >= this.#used) return NONE;
     // Past 2^53 the sum rounds, but to no number below 2^53, so it matches no issued one.
     const number = high * LOW + low;
-    return number !== FREE && this.#numbers[2 * slot] === number ? slot : -1;
+    return number !== FREE && this.#numbers[2 * slot] === number ? slot : NONE;
   }
 
   #grow(): void {
