@@ -25,6 +25,30 @@ export function benchKey(i) {
 }
 
 /** `flag(name)`: whether `--name` was given; `option(name, fallback)`: the word after `--name`. */
+/**
+ * A backend that hands out a fresh lease object per wake and pins nothing: the coordinator's own
+ * cost, without the lease table (bench:coordinator, bench:sporadic's stub and noop rows).
+ */
+export function stubBackend() {
+  const meta = Object.freeze({});
+  class StubLease {
+    kind = 'lease';
+    slot = 0;
+    generation = 0;
+    meta = meta;
+    closed = false;
+    constructor(key, owner, readiness) {
+      this.key = key;
+      this.consumer = owner;
+      this.readiness = readiness;
+    }
+    close() {
+      this.closed = true;
+    }
+  }
+  return { tryPinReady: (key, owner, want) => new StubLease(key, owner, want.readiness) };
+}
+
 export function commandLine(args = process.argv.slice(2)) {
   const flag = (name) => args.includes(`--${name}`);
   const option = (name, fallback) => {

@@ -21,7 +21,7 @@ import { execFileSync } from 'node:child_process';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { WaitCoordinator, implementation } from 'waitprep';
-import { benchEnv, benchKey, commandLine } from './common.js';
+import { benchEnv, benchKey, commandLine, stubBackend } from './common.js';
 
 const { flag, option } = commandLine();
 
@@ -80,24 +80,7 @@ async function measure(waiting, cycles) {
   const tickets = new Array(ring).fill(null);
   const grant = { worker: 'bench-worker', grant: 'bench-grant' };
   const ok = { ok: true };
-  const meta = Object.freeze({});
-
-  class BenchLease {
-    kind = 'lease';
-    slot = 0;
-    generation = 0;
-    meta = meta;
-    closed = false;
-    constructor(key, consumer, readiness) {
-      this.key = key;
-      this.consumer = consumer;
-      this.readiness = readiness;
-    }
-    close() {
-      this.closed = true;
-    }
-  }
-  const backend = { tryPinReady: (key, consumer, want) => new BenchLease(key, consumer, want.readiness) };
+  const backend = stubBackend();
   const coordinator = new WaitCoordinator({ backend, maxQueued: waiting + 1, maxWaiting: waiting + 1, historyLimit: HISTORY_LIMIT });
 
   // Heap bytes per waiting consumer: what the coordinator holds for N waits,

@@ -26,7 +26,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { WaitCoordinator, implementation, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { nearestRank } from 'waitprep/trace';
-import { benchEnv, benchKey, commandLine } from './common.js';
+import { benchEnv, benchKey, commandLine, stubBackend } from './common.js';
 
 const { flag, option } = commandLine();
 
@@ -163,23 +163,7 @@ async function child(impl, idles, quick) {
   let consumer = null;
   let backend;
   if (impl === 'stub' || impl === 'noop') {
-    const meta = Object.freeze({});
-    class StubLease {
-      kind = 'lease';
-      slot = 0;
-      generation = 0;
-      meta = meta;
-      closed = false;
-      constructor(key, owner, readiness) {
-        this.key = key;
-        this.consumer = owner;
-        this.readiness = readiness;
-      }
-      close() {
-        this.closed = true;
-      }
-    }
-    backend = { tryPinReady: (key, owner, want) => new StubLease(key, owner, want.readiness) };
+    backend = stubBackend();
   } else {
     producer = openLeaseTable({ name, role: 'producer', create: { capacity: CAPACITY }, implementation: impl });
     consumer = openLeaseTable({ name, role: 'consumer', implementation: impl, ...(impl === 'js' ? { buffer: producer.sharedBuffer } : {}) });
