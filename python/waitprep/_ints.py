@@ -14,7 +14,7 @@ def is_int(value: object) -> bool:
 
 def int_in(value: object, low: int, high: int) -> bool:
     """An int (not a bool) in ``[low, high]``."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    return is_int(value) and low <= value <= high  # type: ignore[operator]
 
 
 def is_u32(value: object) -> bool:

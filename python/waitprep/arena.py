@@ -18,7 +18,7 @@ import re
 import struct
 from typing import NamedTuple, Optional, Union
 
-from ._ints import is_int, is_u64
+from ._ints import int_in, is_u64
 from .errors import invalid
 
 __all__ = [
@@ -101,9 +101,9 @@ def record_checksum(payload: Union[bytes, bytearray, memoryview]) -> int:
 
 def arena_location(arena: int, offset: int) -> int:
     """``location`` for the record at byte ``offset`` of arena ``arena``."""
-    if not is_int(arena) or not 0 <= arena <= MAX_ARENA_INDEX:
+    if not int_in(arena, 0, MAX_ARENA_INDEX):
         raise invalid("arena", "an integer in [0, %d]" % MAX_ARENA_INDEX, arena)
-    if not is_int(offset) or not 0 <= offset <= MAX_ARENA_OFFSET:
+    if not int_in(offset, 0, MAX_ARENA_OFFSET):
         raise invalid("offset", "an integer in [0, 2^48-1]", offset)
     return (arena << ARENA_OFFSET_BITS) | offset
 
@@ -124,7 +124,7 @@ def arena_directory(table_name: str, root: str = DEFAULT_ARENA_ROOT) -> str:
 
 def arena_path(table_name: str, arena: int, root: str = DEFAULT_ARENA_ROOT) -> str:
     """The file of arena ``arena`` of table ``table_name``: ``<root>/<table_name>-arena/<arena>.wpa``."""
-    if not is_int(arena) or not 0 <= arena <= MAX_ARENA_INDEX:
+    if not int_in(arena, 0, MAX_ARENA_INDEX):
         raise invalid("arena", "an integer in [0, %d]" % MAX_ARENA_INDEX, arena)
     return os.path.join(arena_directory(table_name, root), "%d.wpa" % arena)
 

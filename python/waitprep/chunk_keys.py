@@ -20,7 +20,7 @@ import sys
 from array import array
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ._ints import U32_MAX, is_int, is_u64
+from ._ints import U32_MAX, int_in, is_int, is_u64
 from .errors import WaitprepError, invalid
 from .key import InvalidKeyError
 
@@ -94,7 +94,7 @@ def chunk_profile(profile: Union[Profile, Mapping[str, object]]) -> str:
             raise invalid("profile." + name, "1-64 of A-Z a-z 0-9 _ . : + - /", value)
         words[name] = value
     tp = parts.get("tp_degree")
-    if not is_int(tp) or not 1 <= tp <= _TP_MAX:  # type: ignore[operator]
+    if not int_in(tp, 1, _TP_MAX):
         raise invalid("profile.tp_degree", "an integer in [1, %d]" % _TP_MAX, tp)
     rank = parts.get("rank")
     if not is_int(rank) or not 0 <= rank < tp:  # type: ignore[operator]
@@ -262,7 +262,7 @@ class ChunkChain:
         codec_config: str = "none",
         representation_version: int = 1,
     ) -> None:
-        if not is_int(chunk_tokens) or not 1 <= chunk_tokens <= MAX_CHUNK_TOKENS:
+        if not int_in(chunk_tokens, 1, MAX_CHUNK_TOKENS):
             raise invalid("chunk_tokens", "an integer in [1, %d]" % MAX_CHUNK_TOKENS, chunk_tokens)
         self.chunk_tokens = chunk_tokens
         #: The ``source.profile`` string every chunk carries (:func:`chunk_profile`).

@@ -23,6 +23,7 @@ import struct
 import threading
 from typing import Dict, List, NamedTuple, Optional, Sequence, Set, Union
 
+from ._ints import is_u64
 from .chunk_keys import CHUNK_PARENT_FIELD, ChunkKey, ManifestKey, manifest_key
 from .errors import WaitprepError, invalid
 
@@ -56,7 +57,7 @@ def encode_manifest(digests: Sequence[bytes], total_tokens: int) -> bytes:
     """``WPM1``, the chunk count (u32le), the total tokens (u64le), then each 32-byte digest in order."""
     if isinstance(digests, (bytes, bytearray)) or not digests or len(digests) > 0xFFFFFFFF:
         raise invalid("digests", "a non-empty sequence of 32-byte digests", digests)
-    if not isinstance(total_tokens, int) or isinstance(total_tokens, bool) or not 0 <= total_tokens < 2**64:
+    if not is_u64(total_tokens):
         raise invalid("total_tokens", "a u64", total_tokens)
     for i, digest in enumerate(digests):
         if not isinstance(digest, (bytes, bytearray)) or len(digest) != _DIGEST_BYTES:

@@ -36,7 +36,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 from . import _abi
-from ._ints import is_u32, is_u64
+from ._ints import int_in, is_u32, is_u64
 from ._abi import MISS_REASON, WpDeviceRecord, WpLease, WpMeta, WpOpenOptions, WpReservation, WpSummary
 from .errors import WaitprepError, invalid, with_errno
 from .handoff import HandoffToken, format_handoff_token, parse_handoff_token
@@ -823,9 +823,9 @@ def create_table(
     ``trust_group_writable``, a world-writable one ``trust_world_writable``, and 0 is refused.
     ``ERR_NO_SPACE`` when /dev/shm cannot hold it. Otherwise as :func:`open_table`.
     """
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or not 1 <= capacity <= _abi.WP_MAX_CAPACITY:
+    if not int_in(capacity, 1, _abi.WP_MAX_CAPACITY):
         raise invalid("capacity", "an integer in [1, %d]" % _abi.WP_MAX_CAPACITY, capacity)
-    if isinstance(mode, bool) or not isinstance(mode, int) or not 1 <= mode <= 0o777:
+    if not int_in(mode, 1, 0o777):
         raise invalid("mode", "a permission mode in [0o1, 0o777] (0 would make a table nobody can open)", mode)
     if mode & 0o020 and not trust_group_writable:
         raise invalid("mode", "a mode the group may not write, unless trust_group_writable is true", mode)
