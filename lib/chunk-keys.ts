@@ -71,7 +71,6 @@ const PROFILE_WORD = /^[A-Za-z0-9_.:+\-/]{1,64}$/;
 const TP_MAX = 65536;
 const U32_MAX = 0xffff_ffff;
 const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
-const HEX_LENGTH = 64;
 
 /**
  * The canonical `source.profile` string of a chunk profile:
@@ -201,7 +200,7 @@ export class ChunkKey {
 
   /** SHA-256 of the chunk's canonical encoding: a fresh 32-byte copy. */
   get digest(): Uint8Array {
-    return this.toArtifactKey().digest;
+    return new Uint8Array(Buffer.from(this.hex, 'hex'));
   }
 
   /** The chunk's canonical WPK1 encoding (its wire form): a fresh copy. */

@@ -735,7 +735,6 @@ export class JsTableHandle implements TableHandle {
     if (device !== null && !this.loadTarget(device)) return STATUS.ERR_INVALID_ARGUMENT;
     const u32 = this.u32;
     const pins = this.pins;
-    const capacity = this.capacity;
     const want0 = want[0]!;
     const head = want0 | 0; // an int32, so the probe compares integers (see digestMatches)
     const choices = this.choices;
