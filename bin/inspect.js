@@ -491,7 +491,7 @@ function cleanOne(name, dryRun, trust) {
   return outcome;
 }
 
-const CLEAN_USAGE = 'waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]';
+export const CLEAN_USAGE = 'waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]';
 
 function parseCleanArgs(args) {
   const { values, names } = commandArgs(args, ['json', 'dry-run', 'trust-group-writable'], CLEAN_USAGE, ['trust-uid']);
@@ -527,7 +527,7 @@ function cleanHuman(r) {
 }
 
 /**
- * `waitprep clean [<table>...] [--dry-run] [--json]`: removes the lease tables that crashes left
+ * `waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]`: removes the lease tables that crashes left
  * behind (every client dead, the producer included), the demo's arenas and sockets named after
  * them, and says what it removed and what it kept and why. Without names it scans /dev/shm and
  * considers only files with the waitprep magic; a named file without it is refused (exit 4).

@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { demo } from './demo/cli.js';
 import { experiment } from './experiment/cli.js';
-import { clean, inspect, reap } from './inspect.js';
+import { CLEAN_USAGE, clean, inspect, reap } from './inspect.js';
 
 const EXIT_CODES = `exit codes of inspect, reap and clean (clean: the highest of its tables'):
   0  healthy (reap: done; clean: removed, or kept because in use)
@@ -67,7 +67,7 @@ that stays in use, and says which. --json prints one JSON object. --trust-uid an
 ${TABLE_NAME}
 
 ${EXIT_CODES}`,
-  clean: `usage: waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]
+  clean: `usage: ${CLEAN_USAGE}
 
 Removes the lease tables in /dev/shm (or only those named) whose producer and every client are
 dead, with the demo's arena and socket named after them. Only files with the waitprep magic and
