@@ -11,6 +11,7 @@
  */
 import { WaitprepError, invalidArgument } from './errors.js';
 import { artifactKey, encodeArtifactKey, keyStore, sealKey, sha256Hex, type ArtifactKey, type ArtifactKeyFields } from './key.js';
+import { LITTLE_ENDIAN } from './key-fields.js';
 import { isPlainObject, ownField, rejectUnknownOptions } from './internal/validate.js';
 
 /** The `source.extra` name that holds a chunk's parent digest (64 lowercase hex; `""` for the first chunk). */
@@ -70,7 +71,6 @@ const PROFILE_OPTIONS = new Set(['dtype', 'layout', 'tpDegree', 'rank']);
 const PROFILE_WORD = /^[A-Za-z0-9_.:+\-/]{1,64}$/;
 const TP_MAX = 65536;
 const U32_MAX = 0xffff_ffff;
-const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
 
 /**
  * The canonical `source.profile` string of a chunk profile:

@@ -85,7 +85,8 @@ export const SOURCE_STRING_FIELDS = [
 /** Magic (4 bytes) and one field header (tag u8, length u32le) before the first field's payload. */
 const MAGIC = 4;
 const HEADER = 5;
-const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
+/** Whether this machine stores a u32 little-endian, as the encoding does. */
+export const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
 // ignoreBOM keeps a leading U+FEFF, as Buffer's decoder (and the key's writer) does.
 const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
 

@@ -5,6 +5,7 @@ import { isPlainObject, ownField, u64OrNull, unknownName } from './internal/vali
 import {
   SOURCE_STRING_FIELDS,
   plainFieldsOf,
+  LITTLE_ENDIAN,
   readKeyParts,
   tokensAt,
   tokensOffset,
@@ -418,7 +419,6 @@ function validate(fields: unknown): Validated {
 
 /** Header of one field: tag (u8) and payload length (u32 little-endian). */
 const FIELD_HEADER = 5;
-const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
 
 /** UTF-8 length of a well-formed string; ASCII (the usual case) without a call into the runtime. */
 function utf8Length(str: string): number {

@@ -6,6 +6,7 @@
  * A trace is data, not a driver: nothing here calls the coordinator or reads a clock.
  */
 import { WaitprepError, describe, invalidArgument } from './errors.js';
+import { fnv1a } from './internal/fnv1a.js';
 import { nearestRank } from './internal/stats.js';
 import { isPlainObject, ownField, ownOptions, rejectUnknownOptions, unknownName } from './internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
@@ -289,13 +290,6 @@ function rotl(x: number, k: number): number {
 function seedWords(seed: number): [number, number] {
   const big = BigInt.asUintN(64, BigInt(seed));
   return [Number(big & 0xffff_ffffn), Number(big >> 32n)];
-}
-
-/** FNV-1a over the string's UTF-16 code units, from a given basis. */
-function fnv1a(str: string, basis: number): number {
-  let h = basis >>> 0;
-  for (let i = 0; i < str.length; i++) h = Math.imul(h ^ str.charCodeAt(i), 0x01000193) >>> 0;
-  return h;
 }
 
 /** `length` token ids derived from `seed` alone (prefix-consistent across lengths). */

@@ -11,6 +11,7 @@
  */
 import { keyDigestWords, type ArtifactKey } from '../key.js';
 import type { NormalizedTarget } from '../device-target.js';
+import { fnv1a, fnv1aWord } from './fnv1a.js';
 import type { ReadinessRequest } from '../types.js';
 
 /** No record: an empty link or a lookup that found nothing. */
@@ -264,9 +265,6 @@ export class DemandTable {
 
 /** A device target's hash: its UUID's characters and the low words of its arena and generation. */
 function targetHash(target: NormalizedTarget): number {
-  let h = 0x811c9dc5;
-  const device = target.device;
-  for (let i = 0; i < device.length; i++) h = Math.imul(h ^ device.charCodeAt(i), 0x01000193);
-  h = Math.imul(h ^ Number(BigInt.asUintN(32, target.arena)), 0x01000193);
-  return Math.imul(h ^ Number(BigInt.asUintN(32, target.arenaGeneration)), 0x01000193);
+  const h = fnv1aWord(fnv1a(target.device), Number(BigInt.asUintN(32, target.arena)));
+  return fnv1aWord(h, Number(BigInt.asUintN(32, target.arenaGeneration)));
 }
