@@ -209,6 +209,10 @@ describe('experiment: determinism', () => {
     const clash = spawnSync(process.execPath, [bin, 'experiment', '--from', `${a},${a}`, '--markdown'], { encoding: 'utf8' });
     expect(clash.status).toBe(2);
     expect(clash.stderr).toMatch(/^waitprep experiment: --from: cannot merge: .* has policy none twice/);
+    // Options that would shape a run are refused with --from, not silently ignored.
+    const shaped = spawnSync(process.execPath, [bin, 'experiment', '--from', a, '--agents', '5000', '--markdown'], { encoding: 'utf8' });
+    expect(shaped.status).toBe(2);
+    expect(shaped.stderr).toMatch(/^waitprep experiment: --from reports saved outputs as they were run; it takes no --agents/);
     execFileSync('rm', ['-rf', dir]);
   });
 

@@ -87,6 +87,12 @@ export function experimentOptions(args) {
     console.log(EXPERIMENT_USAGE);
     process.exit(0);
   }
+  if (values.from !== undefined) {
+    // A saved output is reported as it was run: an option that would shape a new run is a mistake.
+    const REPORT_ONLY = new Set(['from', 'json', 'markdown', 'html', 'quiet']);
+    const shaping = Object.keys(values).filter((name) => !REPORT_ONLY.has(name));
+    if (shaping.length > 0) usageExit(`--from reports saved outputs as they were run; it takes no --${shaping.join(', --')}`);
+  }
   const presets = values.preset === undefined ? ['8b-pcie5-nvme'] : values.preset === 'all' ? Object.keys(PRESETS) : list(values.preset, 'preset', (s) => {
     if (!Object.hasOwn(PRESETS, s)) usageExit(`--preset: unknown preset ${JSON.stringify(s)}`);
     return s;
