@@ -17,6 +17,11 @@
 // coordinator's own cost, not the lease table's (bench:pin measures that).
 // cycle_cpu_ns is the process's CPU time over the same loop: on a shared
 // machine it moves less than wall time with the neighbours' load.
+// Each size runs once per ticket form (--tickets string,number: the
+// coordinator's `tickets` option). alloc_floor_ns, measured in the same
+// process, is what a cycle must allocate under the contract and nothing else:
+// the admission, the frozen consumer copy, the frozen work unit with its id
+// and issue time, the lease and the hit result.
 import { execFileSync } from 'node:child_process';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -31,7 +36,8 @@ const HISTORY_LIMIT = 1000;
 if (flag('child')) {
   const waiting = Number(option('waiting', '1000'));
   const cycles = Number(option('cycles', '100000'));
-  process.stdout.write(JSON.stringify(await measure(waiting, cycles)) + '\n');
+  const tickets = option('tickets', 'string');
+  process.stdout.write(JSON.stringify(await measure(waiting, cycles, tickets)) + '\n');
 } else {
   await main();
 }
@@ -40,24 +46,28 @@ async function main() {
   const quick = flag('quick');
   const json = flag('json');
   const sizes = option('sizes', '1000,100000,1000000').split(',').map(Number);
+  const forms = option('tickets', 'string,number').split(',');
+  if (forms.some((f) => f !== 'string' && f !== 'number')) throw new Error(`--tickets wants string and/or number, got ${option('tickets')}`);
   if (sizes.some((n) => !Number.isSafeInteger(n) || n < 1)) throw new Error(`--sizes wants positive integers, got ${option('sizes')}`);
   const cycles = Number(option('cycles', quick ? '200000' : '1000000'));
   const repeats = quick ? 1 : 3;
   const script = fileURLToPath(import.meta.url);
   const results = [];
   for (const waiting of sizes) {
-    const runs = [];
-    for (let r = 0; r < repeats; r++) {
-      const out = execFileSync(
-        process.execPath,
-        ['--expose-gc', '--max-old-space-size=8192', script, '--child', '--waiting', String(waiting), '--cycles', String(cycles)],
-        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
-      );
-      runs.push(JSON.parse(out));
+    for (const tickets of forms) {
+      const runs = [];
+      for (let r = 0; r < repeats; r++) {
+        const out = execFileSync(
+          process.execPath,
+          ['--expose-gc', '--max-old-space-size=8192', script, '--child', '--waiting', String(waiting), '--cycles', String(cycles), '--tickets', tickets],
+          { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+        );
+        runs.push(JSON.parse(out));
+      }
+      runs.sort((a, b) => a.cycle_ns - b.cycle_ns);
+      const median = runs[Math.floor(runs.length / 2)];
+      results.push({ ...median, cycles, runs: runs.length });
     }
-    runs.sort((a, b) => a.cycle_ns - b.cycle_ns);
-    const median = runs[Math.floor(runs.length / 2)];
-    results.push({ waiting, cycle_ns: median.cycle_ns, cycle_cpu_ns: median.cycle_cpu_ns, gc_ns: median.gc_ns, harness_ns: median.harness_ns, bytes_per_waiting: median.bytes_per_waiting, cycles, runs: runs.length });
   }
   const env = benchEnv({ implementation, quick });
   if (json) {
@@ -65,13 +75,16 @@ async function main() {
     return;
   }
   console.log(`waitprep coordinator cycle — ${env.date}, ${env.cpu} (${env.cores} cores), Node ${env.node}`);
-  console.table(results.map((r) => ({ waiting: r.waiting, 'cycle ns': r.cycle_ns, 'CPU ns': r.cycle_cpu_ns, 'of which GC ns': r.gc_ns, 'harness ns': r.harness_ns, 'bytes/waiting': r.bytes_per_waiting, cycles: r.cycles, runs: r.runs })));
-  const first = results[0];
-  const last = results[results.length - 1];
-  if (results.length > 1) console.log(`growth ${first.waiting} -> ${last.waiting} waiting: ${(last.cycle_ns / first.cycle_ns).toFixed(2)}x`);
+  console.table(results.map((r) => ({ waiting: r.waiting, tickets: r.tickets, 'cycle ns': r.cycle_ns, 'CPU ns': r.cycle_cpu_ns, 'of which GC ns': r.gc_ns, 'harness ns': r.harness_ns, 'alloc floor ns': r.alloc_floor_ns, 'bytes/waiting': r.bytes_per_waiting, cycles: r.cycles, runs: r.runs })));
+  for (const tickets of forms) {
+    const rows = results.filter((r) => r.tickets === tickets);
+    const first = rows[0];
+    const last = rows[rows.length - 1];
+    if (rows.length > 1) console.log(`${tickets} tickets: growth ${first.waiting} -> ${last.waiting} waiting: ${(last.cycle_ns / first.cycle_ns).toFixed(2)}x`);
+  }
 }
 
-async function measure(waiting, cycles) {
+async function measure(waiting, cycles, form) {
   const ring = waiting + RING_SPARE;
   const keys = new Array(ring);
   for (let i = 0; i < ring; i++) keys[i] = benchKey(i);
@@ -81,23 +94,26 @@ async function measure(waiting, cycles) {
   const grant = { worker: 'bench-worker', grant: 'bench-grant' };
   const ok = { ok: true };
   const backend = stubBackend();
-  const coordinator = new WaitCoordinator({ backend, maxQueued: waiting + 1, maxWaiting: waiting + 1, historyLimit: HISTORY_LIMIT });
+  const coordinator = new WaitCoordinator({ backend, maxQueued: waiting + 1, maxWaiting: waiting + 1, historyLimit: HISTORY_LIMIT, tickets: form });
 
   // Heap bytes per waiting consumer: what the coordinator holds for N waits,
-  // measured after full GCs; keys, consumers and the ticket array were
-  // allocated before the baseline, so they are not counted.
+  // measured after full GCs. Keys, the callers' consumers (their request
+  // strings) and the ticket array were allocated before the baseline, so they
+  // are not counted; the tickets the coordinator issues are.
+  const callers = Array.from({ length: waiting }, (_, i) => consumer(i));
   const heap = () => {
     for (let i = 0; i < 4; i++) globalThis.gc();
     return process.memoryUsage().heapUsed;
   };
   const before = heap();
   for (let i = 0; i < waiting; i++) {
-    const admission = coordinator.onWait(consumer(i), keys[i]);
+    const admission = coordinator.onWait(callers[i], keys[i]);
     if (admission.status !== 'queued') throw new Error(`fill: expected queued, got ${admission.status}`);
     tickets[i] = admission.ticket;
   }
   const after = heap();
   const bytesPerWaiting = Math.round((after - before) / waiting);
+  callers.length = 0;
 
   let next = waiting; // ring index of the next new wait
   let head = 0; // ring index of the oldest waiting consumer
@@ -147,9 +163,56 @@ async function measure(waiting, cycles) {
   const harnessNs = Number(process.hrtime.bigint() - harnessStart) / cycles;
   if (sink === 0) throw new Error('harness read nothing');
 
+  const allocFloorNs = allocFloor(cycles, keys, backend, grant);
+
   const stats = coordinator.stats();
   if (stats.waiting !== waiting || stats.queued !== waiting || stats.hits !== warmup + cycles || stats.inFlight !== 0) {
     throw new Error(`bench miscounted: ${JSON.stringify(stats)}`);
   }
-  return { waiting, cycle_ns: Math.round(elapsed / cycles), cycle_cpu_ns: Math.round(((cpu.user + cpu.system) * 1000) / cycles), gc_ns: Math.round(gcNs / cycles), harness_ns: Math.round(harnessNs), bytes_per_waiting: bytesPerWaiting };
+  return { waiting, cycle_ns: Math.round(elapsed / cycles), cycle_cpu_ns: Math.round(((cpu.user + cpu.system) * 1000) / cycles), gc_ns: Math.round(gcNs / cycles), harness_ns: Math.round(harnessNs), alloc_floor_ns: allocFloorNs, bytes_per_waiting: bytesPerWaiting, tickets: form };
+}
+
+/**
+ * What one cycle must allocate under the contract, and nothing else, per cycle in ns: the
+ * admission with a numeric ticket, the frozen consumer copy, the frozen work unit (its id
+ * string, issue time and two private fields, as IssuedWorkUnit has), the backend's lease and
+ * the hit result. No lookup, no validation, no bookkeeping: a floor, not a coordinator.
+ */
+function allocFloor(cycles, keys, backend, grant) {
+  class Unit {
+    #controller = null;
+    #aborted = false;
+    constructor(id, key, issuedAt) {
+      this.id = id;
+      this.key = key;
+      this.readiness = 'host';
+      this.target = null;
+      this.grant = grant;
+      this.issuedAt = issuedAt;
+      Object.freeze(this);
+    }
+    get aborted() {
+      return this.#aborted || this.#controller !== null;
+    }
+  }
+  const want = Object.freeze({ readiness: 'host' });
+  const ring = keys.length;
+  const held = new Array(ring).fill(null);
+  let sink = 0;
+  const once = (i) => {
+    const at = i % ring;
+    const c = Object.freeze({ engine: 'engine-0', request: `req-${at}`, generation: 0 });
+    const admission = { status: 'queued', ticket: 2 ** 31 + i };
+    const work = new Unit(`wp0123456789abcdef.u${i}`, keys[at], performance.now());
+    const result = { kind: 'hit', lease: backend.tryPinReady(work.key, c, want) };
+    held[at] = admission;
+    sink += result.lease.slot + work.id.length + (work.aborted ? 1 : 0);
+  };
+  const warmup = Math.min(cycles, 50_000);
+  for (let i = 0; i < warmup; i++) once(i);
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < cycles; i++) once(i);
+  const ns = Number(process.hrtime.bigint() - start) / cycles;
+  if (sink === 0 || held[0] === null) throw new Error('alloc floor made nothing');
+  return Math.round(ns);
 }

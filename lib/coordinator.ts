@@ -25,7 +25,7 @@ import { normalizeTarget } from './device-target.js';
 import { isObject, nonNegativeInteger, ownField, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { MISS } from './miss-reasons.js';
 import { COMPLETED, FAILED, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
-import { WaitSlots } from './internal/wait-slots.js';
+import { WaitSlots, firstTicketNumber } from './internal/wait-slots.js';
 import type {
   ArtifactBackend,
   Consumer,
@@ -46,7 +46,7 @@ import type {
 } from './types.js';
 
 /** Options of {@link WaitCoordinator}. Every bound is explicit; unknown options are rejected. */
-export interface WaitCoordinatorOptions {
+export interface WaitCoordinatorOptions<Ticket extends WaitTicket | number = WaitTicket> {
   /** Where wakes pin ready artifacts. */
   backend: ArtifactBackend;
   /** Most units waiting in the FIFO (inclusive). */
@@ -62,7 +62,16 @@ export interface WaitCoordinatorOptions {
    * design note's policy). Each unit still needs its own `beginNext` grant.
    */
   maxInFlight?: number;
+  /**
+   * Opt-in: the form of the tickets `onWait` issues (default `'string'`). `'number'` issues
+   * safe-integer tickets, which cost a wait less to make and a wake less to read (docs/benchmarks.md);
+   * declare the coordinator `WaitCoordinator<number>` to have them typed so.
+   */
+  tickets?: TicketForm<Ticket>;
 }
+
+/** The `tickets` option that issues tickets of type `Ticket`. */
+export type TicketForm<Ticket extends WaitTicket | number> = Ticket extends number ? 'number' : 'string';
 
 /** Fires a unit's abort (module-private: only the coordinator aborts units). */
 let abortIssuedWork: (work: IssuedWorkUnit) => void;
@@ -124,7 +133,7 @@ export class IssuedWorkUnit implements WorkUnit {
 /** The contract's name for {@link IssuedWorkUnit}, kept as an alias: the same class type. */
 export type IssuedWorkTicket = IssuedWorkUnit;
 
-const OPTION_NAMES: ReadonlySet<keyof WaitCoordinatorOptions> = new Set(['backend', 'maxQueued', 'maxWaiting', 'historyLimit', 'now', 'maxInFlight']);
+const OPTION_NAMES: ReadonlySet<keyof WaitCoordinatorOptions> = new Set(['backend', 'maxQueued', 'maxWaiting', 'historyLimit', 'now', 'maxInFlight', 'tickets']);
 /** The most units `maxInFlight` may allow: `complete` walks the units in flight. */
 const MAX_IN_FLIGHT_LIMIT = 1024;
 
@@ -133,10 +142,10 @@ const MAX_WAITING_LIMIT = 1_000_000_000;
 
 const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 
-function rejected(reason: string): WaitAdmission {
+function rejected(reason: string): WaitAdmission<never> {
   return Object.freeze({ status: 'rejected', reason });
 }
-function overloaded(reason: string): WaitAdmission {
+function overloaded(reason: string): WaitAdmission<never> {
   return Object.freeze({ status: 'overloaded', reason });
 }
 const REJECT_SHUTDOWN = rejected('shutdown');
@@ -155,7 +164,17 @@ const MISS_READINESS = MISS['readiness-mismatch'];
 const MISSES = new Map<string, Miss>(Object.entries(MISS));
 /** Distinct miss reasons counted by name; a bound, since a backend chooses the strings. */
 const MAX_MISS_REASONS = 64;
-const OUTCOME_NAMES = ['completed', 'failed'] as const;
+/**
+ * The admitted statuses, numbered: `#admitted` counts by this number, so a wait's count is an
+ * indexed store, where a store keyed by the status string cost a megamorphic keyed lookup.
+ */
+const ADMITTED = ['queued', 'joined', 'in-flight', 'completed', 'failed'] as const;
+type Admitted = (typeof ADMITTED)[number];
+const A_QUEUED = 0;
+const A_JOINED = 1;
+const A_IN_FLIGHT = 2;
+/** `A_COMPLETED - 1 + COMPLETED` and `… + FAILED` are the two terminal statuses. */
+const A_COMPLETED = 3;
 
 /**
  * The wait-queue coordinator: admits demand when an agent starts waiting,
@@ -167,7 +186,7 @@ const OUTCOME_NAMES = ['completed', 'failed'] as const;
  * mutating calls made from inside a backend call throw `ERR_REENTRANT`. Every
  * operation is O(1) in the number of waiting consumers.
  */
-export class WaitCoordinator {
+export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   readonly #backend: ArtifactBackend;
   readonly #maxQueued: number;
   readonly #maxWaiting: number;
@@ -181,6 +200,8 @@ export class WaitCoordinator {
 
   /** Admitted waits as slot numbers; a ticket spells its slot. */
   readonly #slots: WaitSlots;
+  /** Whether tickets are numbers (the `tickets: 'number'` option) rather than strings. */
+  readonly #numericTickets: boolean;
   #waiting = 0;
   /** The wait slot of each (engine, request). */
   readonly #byEngine = new Map<string, Map<string, number>>();
@@ -225,7 +246,7 @@ export class WaitCoordinator {
 
   #waits = 0;
   /** Admitted waits by status; `overloaded` and `rejected` are `#overloads` and `#rejected`. */
-  readonly #admitted = { queued: 0, joined: 0, 'in-flight': 0, completed: 0, failed: 0 };
+  readonly #admitted = new Float64Array(ADMITTED.length);
   #issued = 0;
   #completed = 0;
   #failed = 0;
@@ -239,7 +260,7 @@ export class WaitCoordinator {
   #rejected = 0;
 
   /** Throws `ERR_INVALID_ARGUMENT` for a missing backend or bound, a bad value, or an unknown option. */
-  constructor(options: WaitCoordinatorOptions) {
+  constructor(options: WaitCoordinatorOptions<Ticket>) {
     if (!isObject(options)) throw invalidArgument('options', 'an object { backend, maxQueued, maxWaiting, historyLimit }', options);
     // Own properties only: an option inherited from a polluted Object.prototype is not the caller's.
     options = ownOptions(options);
@@ -265,9 +286,14 @@ export class WaitCoordinator {
     }
     this.#now = options.now ?? (() => performance.now());
     this.#thread = currentThreadId();
-    const random = randomBytes(24);
+    const tickets = options.tickets === undefined ? 'string' : options.tickets;
+    if (tickets !== 'string' && tickets !== 'number') throw invalidArgument('options.tickets', "'string' or 'number'", options.tickets);
+    this.#numericTickets = tickets === 'number';
+    const random = randomBytes(30);
     this.#workPrefix = `wp${random.toString('hex', 0, 8)}.u`;
-    this.#slots = new WaitSlots(this.#maxWaiting, random.subarray(8, 19));
+    // A wait that the slot table's growth moved: its (engine, request) now names the new slot.
+    const moved = (c: Consumer, slot: number) => this.#byEngine.get(c.engine)!.set(c.request, slot);
+    this.#slots = new WaitSlots(this.#maxWaiting, random.subarray(8, 19), firstTicketNumber(random.subarray(24, 30)), moved);
     // Demands that can exist at once: one per waiting consumer (queued ones have
     // consumers), the units in flight, the history, and the one a replacement
     // makes before its old wait leaves.
@@ -280,7 +306,7 @@ export class WaitCoordinator {
    * (engine, request): a second call replaces the first, whose ticket goes
    * stale. Returns the admission; `ticket` is set for every admitted wait.
    */
-  onWait(consumer: Consumer, key: ArtifactKey, opts?: WaitOptions): WaitAdmission {
+  onWait(consumer: Consumer, key: ArtifactKey, opts?: WaitOptions): WaitAdmission<Ticket> {
     this.#enter();
     this.#waits++;
     const c = checkConsumer(consumer);
@@ -313,7 +339,7 @@ export class WaitCoordinator {
   }
 
   /** `onWait` once its arguments are checked: decides, and changes state only for an admitted wait. */
-  #admit(c: Consumer, key: ArtifactKey, given: unknown, givenTarget: unknown): WaitAdmission {
+  #admit(c: Consumer, key: ArtifactKey, given: unknown, givenTarget: unknown): WaitAdmission<Ticket> {
     if (this.#closed) return this.#reject(REJECT_SHUTDOWN);
 
     let want: ReadinessRequest = HOST;
@@ -341,17 +367,17 @@ export class WaitCoordinator {
     // change nothing unless the wait is admitted.
     const hash = demands.hash(key, want);
     const existing = demands.find(hash, key, want);
-    let status: Exclude<WaitStatus, 'overloaded' | 'rejected'> = 'queued';
+    let status = A_QUEUED;
     if (existing !== NONE) {
       const state = demands.state(existing);
       const outcome = demands.outcome(existing);
-      if (state === QUEUED) status = 'joined';
-      else if (state === IN_FLIGHT) status = 'in-flight';
-      else if (outcome !== NO_OUTCOME) status = OUTCOME_NAMES[outcome - 1]!;
+      if (state === QUEUED) status = A_JOINED;
+      else if (state === IN_FLIGHT) status = A_IN_FLIGHT;
+      else if (outcome !== NO_OUTCOME) status = A_COMPLETED - COMPLETED + outcome;
     }
 
     if (old === NONE && this.#waiting + 1 > this.#maxWaiting) return this.#overload(OVERLOAD_WAITING);
-    if (status === 'queued') {
+    if (status === A_QUEUED) {
       const oldDemand = old === NONE ? NONE : slots.demand(old);
       const freed = oldDemand !== NONE && demands.state(oldDemand) === QUEUED && demands.waiting(oldDemand) === 1 ? 1 : 0;
       if (this.#queued + 1 - freed > this.#maxQueued) return this.#overload(OVERLOAD_QUEUE);
@@ -359,7 +385,7 @@ export class WaitCoordinator {
 
     const demand = existing !== NONE ? existing : this.#createDemand(hash, key, want);
     const wasBusy = this.#isBusy(demand);
-    if (status === 'queued') this.#enqueue(demand);
+    if (status === A_QUEUED) this.#enqueue(demand);
     // Join before the old wait leaves, so replacing a wait with the same
     // identity keeps its unit (and its place in the queue).
     demands.addWaiting(demand, 1);
@@ -370,12 +396,12 @@ export class WaitCoordinator {
       requests = this.#byEngine.get(c.engine);
     }
     const slot = slots.add(c, demand);
-    const ticket = slots.ticket(slot);
+    const ticket = (this.#numericTickets ? slots.number(slot) : slots.ticket(slot)) as Ticket;
     if (requests === undefined) this.#byEngine.set(c.engine, (requests = new Map()));
     requests.set(c.request, slot);
     this.#waiting++;
     this.#admitted[status]++;
-    const admission: WaitAdmission = { status, ticket };
+    const admission: WaitAdmission<Ticket> = { status: ADMITTED[status]!, ticket };
     this.#flushAbort();
     return admission;
   }
@@ -435,8 +461,8 @@ export class WaitCoordinator {
     }
     const work0 = works[at]!;
     const demand = this.#flightDemands[at]!;
-    works.splice(at, 1);
-    this.#flightDemands.splice(at, 1);
+    removeAt(works, at);
+    removeAt(this.#flightDemands, at);
     const demands = this.#demands;
     const wasBusy = this.#isBusy(demand);
     demands.setState(demand, IDLE);
@@ -475,9 +501,9 @@ export class WaitCoordinator {
    * a `stale-ticket` miss; a value that is no primitive ticket throws
    * `ERR_INVALID_ARGUMENT`.
    */
-  onWake(ticket: WaitTicket): WakeResult {
+  onWake(ticket: Ticket): WakeResult {
     this.#enter();
-    const slot = typeof ticket === 'string' ? this.#slots.find(ticket) : notIssuedHere(ticket);
+    const slot = this.#slotOf(ticket);
     this.#wakes++;
     if (slot === NONE) return this.#staleWake(ticket);
     const demand = this.#slots.demand(slot);
@@ -509,9 +535,9 @@ export class WaitCoordinator {
    * stale or unknown ticket (a number or bigint among them); a value that is
    * no primitive ticket throws `ERR_INVALID_ARGUMENT`.
    */
-  onCancel(ticket: WaitTicket): boolean {
+  onCancel(ticket: Ticket): boolean {
     this.#enter();
-    const slot = typeof ticket === 'string' ? this.#slots.find(ticket) : notIssuedHere(ticket);
+    const slot = this.#slotOf(ticket);
     if (slot === NONE) {
       this.#staleEvents++;
       if (staleChannel.hasSubscribers) staleChannel.publish({ call: 'onCancel', id: ticket } satisfies StaleMessage);
@@ -574,8 +600,12 @@ export class WaitCoordinator {
   stats(): CoordinatorStats {
     return {
       waits: this.#waits,
-      waitsByStatus: { ...this.#admitted, overloaded: this.#overloads, rejected: this.#rejected } satisfies Record<WaitStatus, number>,
-      joins: this.#admitted.joined + this.#admitted['in-flight'],
+      waitsByStatus: {
+        ...(Object.fromEntries(ADMITTED.map((name, at) => [name, this.#admitted[at]!])) as Record<Admitted, number>),
+        overloaded: this.#overloads,
+        rejected: this.#rejected,
+      } satisfies Record<WaitStatus, number>,
+      joins: this.#admitted[A_JOINED]! + this.#admitted[A_IN_FLIGHT]!,
       queued: this.#queued,
       inFlight: this.#flightWorks.length,
       issued: this.#issued,
@@ -617,12 +647,24 @@ export class WaitCoordinator {
     }
   }
 
-  #reject(admission: WaitAdmission): WaitAdmission {
+  /**
+   * The live wait slot `ticket` names, or {@link NONE} for a stale or unknown ticket: one of
+   * the other primitive form (a number for a string coordinator, a string for a numeric one) or
+   * a bigint, which no coordinator issues. A value that is no primitive ticket form throws.
+   */
+  #slotOf(ticket: unknown): number {
+    if (typeof ticket === 'string') return this.#numericTickets ? NONE : this.#slots.find(ticket);
+    if (Number.isSafeInteger(ticket)) return this.#numericTickets ? this.#slots.findNumber(ticket as number) : NONE;
+    if (typeof ticket === 'bigint') return NONE;
+    throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
+  }
+
+  #reject(admission: WaitAdmission<never>): WaitAdmission<never> {
     this.#rejected++;
     return admission;
   }
 
-  #overload(admission: WaitAdmission): WaitAdmission {
+  #overload(admission: WaitAdmission<never>): WaitAdmission<never> {
     this.#overloads++;
     return admission;
   }
@@ -838,16 +880,10 @@ function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, co
   return wellFormed ? null : MISS_BACKEND_ERROR.reason;
 }
 
-/**
- * The lookup for a ticket that is not a string: every coordinator issues
- * strings, so none names a wait here. A bigint or a safe-integer number (the
- * other primitive forms the contract lets a caller hold a ticket in) is an
- * unknown ticket, {@link NONE}, without a lookup; anything else is no ticket at
- * all and throws `ERR_INVALID_ARGUMENT`.
- */
-function notIssuedHere(ticket: unknown): number {
-  if (typeof ticket === 'bigint' || Number.isSafeInteger(ticket)) return NONE;
-  throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
+/** Removes `list[at]`, keeping the order: `splice` would allocate the array of what it removed. */
+function removeAt<T>(list: T[], at: number): void {
+  for (let i = at + 1; i < list.length; i++) list[i - 1] = list[i]!;
+  list.pop();
 }
 
 /** `beginNext` without a well-formed grant: the error names what came. */

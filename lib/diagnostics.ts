@@ -47,8 +47,8 @@ export const shutdownChannel = channel(CHANNELS.shutdown);
 
 /** Published on `waitprep:wait`. */
 export interface WaitMessage {
-  /** The ticket of an admitted wait, else `null`. */
-  ticket: string | null;
+  /** The ticket of an admitted wait (a number from a coordinator with `tickets: 'number'`), else `null`. */
+  ticket: string | number | null;
   status: WaitStatus;
   /** For `overloaded` and `rejected`: why; else `null`. */
   reason: string | null;
@@ -77,7 +77,7 @@ export interface WakeMessage {
 
 /** Published on `waitprep:cancel` when a consumer was removed. */
 export interface CancelMessage {
-  ticket: string;
+  ticket: string | number;
   /** The cancelled wait's key (hex). */
   key: string;
   consumer: Consumer;

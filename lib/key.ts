@@ -51,6 +51,12 @@ export let keyDigestBytes: (key: ArtifactKey) => Uint8Array;
 /** The same digest as 8 little-endian u32 words, computed once: the JavaScript fallback's lookup compares these. */
 export let keyDigestWords: (key: ArtifactKey) => Uint32Array;
 /**
+ * The digest's first two words folded into a small integer (31 bits, so V8 keeps it in the key
+ * object itself, unboxed): for the coordinator's demand index, whose hash then reads no memory
+ * beyond the key object that the key check has just read.
+ */
+export let keyHashWord: (key: ArtifactKey) => number;
+/**
  * @internal A long key's canonical encoding in place, a view of its shared store, or `null` for
  * a key short enough to be copied (see {@link keyStore}): for the preparation driver, which posts
  * it to its own worker code, where it is copied before anything else sees it. Never hand it out.
@@ -146,6 +152,7 @@ export class ArtifactKey {
   readonly #store: ArrayBuffer | SharedArrayBuffer;
   readonly #digest: Uint8Array;
   readonly #digestWords: Uint32Array;
+  readonly #hashWord: number;
   /** Bytes of the canonical encoding at the start of the store. */
   readonly #length: number;
   readonly #tokensAt: number;
@@ -168,6 +175,8 @@ export class ArtifactKey {
       this.#digestWords = new Uint32Array(8);
       for (let k = 0; k < 8; k++) this.#digestWords[k] = (digest[4 * k]! | (digest[4 * k + 1]! << 8) | (digest[4 * k + 2]! << 16) | (digest[4 * k + 3]! << 24)) >>> 0;
     }
+    const words = this.#digestWords;
+    this.#hashWord = (words[0]! ^ Math.imul(words[1]!, 0x9e3779b1)) >> 1;
     this.#length = length;
     this.#tokensAt = tokensAt;
     this.tokenCount = tokenCount;
@@ -208,6 +217,7 @@ export class ArtifactKey {
   static {
     keyDigestBytes = (key) => key.#digest;
     keyDigestWords = (key) => key.#digestWords;
+    keyHashWord = (key) => key.#hashWord;
     sharedKeyBytes = (key) => (key.#store instanceof SharedArrayBuffer ? key.#encoding() : null);
     // The private field is the brand: only this constructor adds it, so an object made with
     // Object.create(ArtifactKey.prototype), or given a forged prototype, has none.

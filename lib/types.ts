@@ -151,18 +151,19 @@ export type WorkTicket = WorkUnit;
 export type WaitStatus = 'queued' | 'joined' | 'in-flight' | 'completed' | 'failed' | 'overloaded' | 'rejected';
 
 /**
- * The ticket `onWait` issues for an admitted wait. This coordinator issues
- * strings (the contract allows any primitive, so it can be logged and cross a
- * process boundary); treat it as opaque and hand it back to `onWake` or
- * `onCancel` of the coordinator that issued it.
+ * The ticket `onWait` issues for an admitted wait. A coordinator issues
+ * strings by default, safe-integer numbers with its `tickets: 'number'` option
+ * (the contract allows any primitive, so it can be logged and cross a process
+ * boundary); treat it as opaque and hand it back to `onWake` or `onCancel` of
+ * the coordinator that issued it.
  */
 export type WaitTicket = string;
 
 /** What `onWait` decided. `ticket` is present for every admitted wait. */
-export interface WaitAdmission {
+export interface WaitAdmission<Ticket = WaitTicket> {
   readonly status: WaitStatus;
   /** Present for every admitted wait; pass it to `onWake` / `onCancel`. */
-  readonly ticket?: WaitTicket;
+  readonly ticket?: Ticket;
   /** For `overloaded` and `rejected`: why. */
   readonly reason?: string;
 }

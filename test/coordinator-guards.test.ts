@@ -230,7 +230,7 @@ describe('WaitCoordinator: bad input is an error, never silently accepted', () =
         expect.objectContaining({
           code: 'ERR_INVALID_ARGUMENT',
           field: 'options.maxWorkers',
-          message: 'Expected `options.maxWorkers` to be absent (unknown option; known options: backend, maxQueued, maxWaiting, historyLimit, now, maxInFlight), got 2 (number)',
+          message: 'Expected `options.maxWorkers` to be absent (unknown option; known options: backend, maxQueued, maxWaiting, historyLimit, now, maxInFlight, tickets), got 2 (number)',
         }),
       );
     });

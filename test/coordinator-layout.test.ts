@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { normalizeTarget } from '../lib/device-target.js';
 import { DemandTable, NONE } from '../lib/internal/demand-table.js';
-import { WaitSlots } from '../lib/internal/wait-slots.js';
+import { WaitSlots, firstTicketNumber } from '../lib/internal/wait-slots.js';
 import type { ArtifactKey, Consumer, ReadinessRequest } from '../lib/index.js';
 import { GRANT, TARGET_A, TARGET_B, consumer as consumerOf, makeKey, setup, ticketOf } from './helpers.js';
 
@@ -123,35 +123,77 @@ describe('DemandTable', () => {
 });
 
 describe('WaitSlots and tickets', () => {
-  const consumer: Consumer = Object.freeze({ engine: 'e', request: 'r', generation: 0 });
+  /** A table whose moves are followed: `where` maps each live wait's consumer to its slot. */
+  const tracked = (limit: number, first = 1) => {
+    const where = new Map<Consumer, number>();
+    const slots = new WaitSlots(limit, RANDOM, first, (c, slot) => where.set(c, slot));
+    return { slots, where };
+  };
+  const waiter = (n: number): Consumer => Object.freeze({ engine: 'e', request: `r${n}`, generation: 0 });
 
-  it('spells a fresh flat ticket per wait that names its slot until the slot is freed', () => {
-    const slots = new WaitSlots(300, RANDOM);
-    const seen = new Set<string>();
-    const live = new Map<string, number>();
-    for (let round = 0; round < 300; round++) {
-      if (live.size > 0 && round % 3 === 2) {
-        const [ticket, slot] = [...live][round % live.size]!;
-        slots.remove(slot);
-        live.delete(ticket);
-        expect(slots.find(ticket)).toBe(-1);
-      } else {
-        const slot = slots.add(consumer, round);
-        const ticket = slots.ticket(slot);
-        expect(ticket).toMatch(/^wp[0-9A-Za-z_-]{25}$/);
-        expect(seen.has(ticket)).toBe(false);
-        seen.add(ticket);
-        live.set(ticket, slot);
-        expect(slots.demand(slot)).toBe(round);
+  it('issues a fresh number and flat ticket per wait, found until freed, through growth and skips', () => {
+    const { slots, where } = tracked(300, firstTicketNumber(new Uint8Array(6).fill(0xff)));
+    const numbers: number[] = [];
+    const live = new Map<Consumer, { ticket: string; number: number }>();
+    const admit = (n: number) => {
+      const c = waiter(n);
+      const slot = slots.add(c, n);
+      where.set(c, slot);
+      const ticket = slots.ticket(slot);
+      const number = slots.number(slot);
+      expect(ticket).toMatch(/^wp[0-9A-Za-z_-]{20}$/);
+      expect(Number.isSafeInteger(number) && number > 2 ** 31).toBe(true);
+      expect(slots.demand(slot)).toBe(n);
+      numbers.push(number);
+      live.set(c, { ticket, number });
+      return c;
+    };
+    const release = (c: Consumer) => {
+      const { ticket, number } = live.get(c)!;
+      slots.remove(where.get(c)!);
+      live.delete(c);
+      where.delete(c);
+      expect(slots.find(ticket)).toBe(-1);
+      expect(slots.findNumber(number)).toBe(-1);
+    };
+    const checkLive = () => {
+      for (const [c, { ticket, number }] of live) {
+        expect(slots.find(ticket)).toBe(where.get(c));
+        expect(slots.findNumber(number)).toBe(where.get(c));
+        expect(slots.consumer(where.get(c)!)).toBe(c);
       }
-      for (const [ticket, slot] of live) expect(slots.find(ticket)).toBe(slot);
+    };
+    // Grow to 300 live waits (the table doubles five times and moves waits), then churn with a
+    // few long-lived ones kept, so numbers wrap the table and skip their slots.
+    for (let n = 0; n < 300; n++) admit(n);
+    checkLive();
+    let n = 300;
+    for (const c of [...live.keys()]) if (where.get(c)! % 4 !== 0) release(c);
+    const kept = new Set(live.keys());
+    checkLive();
+    const churn: Consumer[] = [];
+    for (let round = 0; round < 3000; round++) {
+      churn.push(admit(n++));
+      if (churn.length > 40) release(churn.shift()!);
+      if (round % 250 === 0) checkLive();
     }
+    expect([...kept].every((c) => live.has(c))).toBe(true);
+    checkLive();
+    // Numbers only grow, none twice, and some were skipped for a taken slot.
+    expect(numbers.every((number, at) => at === 0 || number > numbers[at - 1]!)).toBe(true);
+    expect(numbers[numbers.length - 1]! - numbers[0]! + 1).toBeGreaterThan(numbers.length);
   });
 
-  it('reads ticket numbers up to 2^53 exactly, and refuses every other spelling', () => {
-    const slots = new WaitSlots(1 << 20, RANDOM, 2 ** 53 - 3);
-    const tickets = [0, 1, 2].map(() => slots.ticket(slots.add(consumer, 0)));
-    tickets.forEach((ticket, slot) => expect(slots.find(ticket)).toBe(slot));
+  it('reads ticket numbers up to 2^53 exactly, refuses every other spelling, and stops at 2^53', () => {
+    const { slots } = tracked(1 << 20, 2 ** 53 - 3);
+    const taken = [0, 1, 2].map((n) => slots.add(waiter(n), 0));
+    const tickets = taken.map((slot) => slots.ticket(slot));
+    expect(taken.map((slot) => slots.number(slot))).toEqual([2 ** 53 - 3, 2 ** 53 - 2, 2 ** 53 - 1]);
+    tickets.forEach((ticket, at) => expect(slots.find(ticket)).toBe(taken[at]));
+    expect(() => slots.add(waiter(3), 0)).toThrow(/exhausted/);
+    // One live wait left, so no changed spelling can be another live wait's ticket.
+    slots.remove(taken[0]!);
+    slots.remove(taken[1]!);
     const ticket = tickets[2]!;
     const change = (at: number, to: string) => ticket.slice(0, at) + to + ticket.slice(at + 1);
     for (let at = 0; at < ticket.length; at++) {
@@ -162,18 +204,29 @@ describe('WaitSlots and tickets', () => {
     for (const bad of ['', ticket.slice(1), `${ticket}0`, ticket.toUpperCase(), ticket.toLowerCase()]) {
       if (bad !== ticket) expect(slots.find(bad)).toBe(-1);
     }
-    // Another coordinator's random part: the same slot and number are not this one's ticket.
-    const other = new WaitSlots(1 << 20, new Uint8Array(11).fill(6), 2 ** 53 - 3);
-    expect(slots.find(other.ticket(other.add(consumer, 0)))).toBe(-1);
+    for (const bad of [0, -1, 2 ** 53 - 4, 2 ** 53 - 3, 2 ** 53 - 1 - 16]) expect(slots.findNumber(bad)).toBe(-1);
+    expect(slots.findNumber(2 ** 53 - 1)).toBe(taken[2]);
+    // Another coordinator's random part: the same number is not this one's string ticket.
+    const other = new WaitSlots(1 << 20, new Uint8Array(11).fill(6), 2 ** 53 - 3, () => {});
+    expect(slots.find(other.ticket(other.add(waiter(0), 0)))).toBe(-1);
   });
 
-  it('grows up to its limit and no further, and reuses freed slots', () => {
-    const slots = new WaitSlots(40, RANDOM);
-    const taken = Array.from({ length: 40 }, (_, n) => slots.add(consumer, n));
-    expect(new Set(taken).size).toBe(40);
-    expect(() => slots.add(consumer, 0)).toThrow(RangeError);
-    slots.remove(taken[7]!);
-    expect(slots.add(consumer, 0)).toBe(taken[7]);
+  it('starts each coordinator at 2^31 plus 48 random bits', () => {
+    expect(firstTicketNumber(new Uint8Array(6))).toBe(2 ** 31);
+    expect(firstTicketNumber(new Uint8Array(6).fill(0xff))).toBe(2 ** 31 + 2 ** 48 - 1);
+    expect(firstTicketNumber(Uint8Array.of(1, 0, 0, 0, 0, 2))).toBe(2 ** 31 + 2 ** 40 + 2);
+  });
+
+  it('holds its limit of waits and no more, and takes a wait again once one is freed', () => {
+    const { slots, where } = tracked(40);
+    const waiters = Array.from({ length: 40 }, (_, n) => waiter(n));
+    for (const c of waiters) where.set(c, slots.add(c, 0));
+    expect(new Set(where.values()).size).toBe(40);
+    expect(() => slots.add(waiter(40), 0)).toThrow(RangeError);
+    slots.remove(where.get(waiters[7]!)!);
+    const again = slots.add(waiter(41), 0);
+    expect(slots.consumer(again)).toEqual(waiter(41));
+    for (const c of waiters) if (c !== waiters[7]) expect(slots.consumer(where.get(c)!)).toBe(c);
   });
 });
 

@@ -9,7 +9,7 @@
  * number. Free records form a list through their `next` field.
  * Nothing here knows the coordinator's rules: it stores, finds and links.
  */
-import { keyDigestWords, type ArtifactKey } from '../key.js';
+import { keyHashWord, type ArtifactKey } from '../key.js';
 import type { NormalizedTarget } from '../device-target.js';
 import { fnv1a, fnv1aWord } from './fnv1a.js';
 import type { ReadinessRequest } from '../types.js';
@@ -89,14 +89,14 @@ export class DemandTable {
   }
 
   /**
-   * The identity's 32-bit hash, for {@link find} and {@link add}: two digest words mixed with
-   * the table's seed, and for a device request its target's hash. The digest is SHA-256, so its
-   * words are already uniform; the seed only keeps crafted keys from piling onto chosen slots.
+   * The identity's 32-bit hash, for {@link find} and {@link add}: two digest words (folded into
+   * the key's `keyHashWord`) mixed with the table's seed, and for a device request its target's
+   * hash. The digest is SHA-256, so its words are already uniform; the seed only keeps crafted
+   * keys from piling onto chosen slots.
    * A device request's target is the normalized one (`normalizeTarget`).
    */
   hash(key: ArtifactKey, want: ReadinessRequest): number {
-    const words = keyDigestWords(key);
-    let h = Math.imul(words[0]! ^ this.#seed, 0x9e3779b1) ^ words[1]!;
+    let h = Math.imul(keyHashWord(key) ^ this.#seed, 0x9e3779b1);
     if (want.readiness === 'device') h = Math.imul(h ^ targetHash(want.target as NormalizedTarget), 0x85ebca6b);
     h ^= h >>> 15;
     h = Math.imul(h, 0x2c1b3c6d);

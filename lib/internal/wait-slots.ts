@@ -1,28 +1,29 @@
 /**
- * The coordinator's admitted waits as numbered slots in typed arrays, and the tickets that name
- * them (docs/coordinator.md § Layout). A slot holds the number of the ticket issued for it, the
- * demand it waits on and its consumer. A ticket spells its slot and its number, so a wake finds
- * its slot without a lookup and tells a current ticket from a stale one by the number alone.
+ * The coordinator's admitted waits, each under a ticket number, in a typed-array table whose slot
+ * for a number is the number's low bits (docs/coordinator.md § Layout). A slot holds its wait's
+ * number, the demand it waits on and its consumer. A ticket is the number itself or a string
+ * spelling it, so a wake finds its slot with a mask and tells a current ticket from a stale one
+ * by comparing one number.
  */
 import type { Consumer } from '../types.js';
 import { NONE } from './demand-table.js';
 
-/** The ticket number of a free slot: issued numbers start at 1. */
+/** The number of a free slot: issued numbers are never 0. */
 const FREE = 0;
 const MIN_SLOTS = 16;
+/** The largest table: 2^31 slots, the first power of two at least twice the most waits (10^9). */
+const MAX_SLOTS = 2 ** 31;
 
 /**
- * A ticket: `wp`, 11 characters random per coordinator, 5 spelling the slot and 9 the ticket
- * number, each a base-64 digit from {@link DIGITS}, most significant first. Fixed widths give
- * every ticket one spelling; 5 digits hold any slot below 2^30 (the most waits is 10^9), 9 any
- * number below 2^53.
+ * A string ticket: `wp`, 11 characters random per coordinator, then 9 spelling the ticket number,
+ * each a base-64 digit from {@link DIGITS}, most significant first. A fixed width gives every
+ * ticket one spelling; 9 digits hold any number below 2^54.
  */
-const TICKET_LENGTH = 27;
+const TICKET_LENGTH = 22;
 const RANDOM_AT = 2;
-const SLOT_AT = 13;
-const NUMBER_AT = 18;
+const NUMBER_AT = 13;
 /** The number's last 5 digits are its low 30 bits. */
-const NUMBER_LOW_AT = 22;
+const NUMBER_LOW_AT = 17;
 const LOW = 2 ** 30;
 const DIGITS = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_';
 const DIGIT_CODES = Uint8Array.from(DIGITS, (c) => c.charCodeAt(0));
@@ -30,56 +31,77 @@ const DIGIT_CODES = Uint8Array.from(DIGITS, (c) => c.charCodeAt(0));
 const DIGIT_VALUES = new Int8Array(128).fill(-1);
 for (let i = 0; i < DIGITS.length; i++) DIGIT_VALUES[DIGITS.charCodeAt(i)] = i;
 
+/** Where a coordinator's numbers start: 2^31 plus 48 random bits, so 2^52 numbers remain below 2^53. */
+export function firstTicketNumber(random: Uint8Array): number {
+  let high = 0;
+  for (let i = 0; i < 6; i++) high = high * 256 + random[i]!;
+  return 2 ** 31 + high;
+}
+
 export class WaitSlots {
   /**
-   * Per slot, side by side (one cache line for a wake): at `2 * slot` its ticket number (a
-   * Float64 holds every number up to 2^53 exactly), at `2 * slot + 1` the demand it waits on,
-   * or in a free slot the next free slot ({@link NONE} ends the list).
+   * Per slot, side by side (one cache line for a wake): at `2 * slot` its wait's ticket number
+   * (a Float64 holds every number up to 2^53 exactly; {@link FREE} when free), at `2 * slot + 1`
+   * the demand it waits on.
    */
   #numbers: Float64Array;
-  readonly #consumers: (Consumer | undefined)[] = [];
+  #consumers: (Consumer | undefined)[] = [];
+  /** Slots minus one: a power of two, at least twice the live waits. */
+  #mask: number;
   readonly #limit: number;
-  #used = 0;
-  #free = NONE;
-  /** The next ticket number; numbers only grow, so no ticket is issued twice. */
-  #next = 1;
-  /** The characters of the next ticket, its first 13 (the coordinator's) written once. */
+  #live = 0;
+  /** The next ticket number; numbers only grow, so none is issued twice. */
+  #next: number;
+  /** Called for each wait that growth moved to a new slot. */
+  readonly #moved: (consumer: Consumer, slot: number) => void;
+  /** The characters of the next string ticket, its first 13 (the coordinator's) written once. */
   readonly #chars = new Uint8Array(TICKET_LENGTH);
 
   /**
-   * `limit`: the most live slots. `random`: at least 11 random bytes, this coordinator's part of
-   * every ticket. `firstNumber`: the first ticket number (tests start near 2^53).
+   * `limit`: the most live waits. `random`: at least 11 random bytes, this coordinator's part of
+   * every string ticket. `firstNumber`: the first ticket number (see {@link firstTicketNumber}).
+   * `moved`: told each wait that a growth of the table moved, and its new slot.
    */
-  constructor(limit: number, random: Uint8Array, firstNumber = 1) {
+  constructor(limit: number, random: Uint8Array, firstNumber: number, moved: (consumer: Consumer, slot: number) => void) {
     this.#limit = Math.max(limit, 1);
     this.#next = firstNumber;
-    this.#numbers = new Float64Array(2 * Math.min(MIN_SLOTS, this.#limit));
+    this.#moved = moved;
+    this.#numbers = new Float64Array(2 * MIN_SLOTS);
+    this.#mask = MIN_SLOTS - 1;
     this.#chars[0] = 0x77; // w
     this.#chars[1] = 0x70; // p
-    for (let i = RANDOM_AT; i < SLOT_AT; i++) this.#chars[i] = DIGIT_CODES[random[i - RANDOM_AT]! & 63]!;
+    for (let i = RANDOM_AT; i < NUMBER_AT; i++) this.#chars[i] = DIGIT_CODES[random[i - RANDOM_AT]! & 63]!;
   }
 
-  /** Takes a free slot for `consumer` on `demand` under a fresh ticket number; returns the slot. */
+  /**
+   * Takes the slot of the next ticket number whose slot is free, for `consumer` on `demand`;
+   * returns the slot. Numbers whose slot is taken are skipped, never issued. The table is at
+   * most half full, so a skip is rare, and each is paid for by a number that was issued.
+   */
   add(consumer: Consumer, demand: number): number {
-    let slot = this.#free;
-    if (slot !== NONE) {
-      this.#free = this.#numbers[2 * slot + 1]!;
-    } else {
-      if (2 * this.#used === this.#numbers.length) this.#grow();
-      slot = this.#used++;
-    }
-    this.#numbers[2 * slot] = this.#next++;
-    this.#numbers[2 * slot + 1] = demand;
+    if (this.#live === this.#limit) throw new RangeError(`WaitSlots: more than ${this.#limit} waits`);
+    if (2 * (this.#live + 1) > this.#mask + 1) this.#grow();
+    const numbers = this.#numbers;
+    const mask = this.#mask;
+    let number = this.#next;
+    // `&` reads the low 32 bits of a safe integer exactly.
+    while (numbers[2 * (number & mask)] !== FREE) number++;
+    if (number > Number.MAX_SAFE_INTEGER) throw new RangeError('WaitSlots: ticket numbers exhausted');
+    this.#next = number + 1;
+    const slot = number & mask;
+    numbers[2 * slot] = number;
+    numbers[2 * slot + 1] = demand;
     this.#consumers[slot] = consumer;
+    this.#live++;
     return slot;
   }
 
-  /** Frees a slot: its ticket number is gone, so its ticket is stale from now on. */
+  /** Frees a slot: its number is gone, so its ticket is stale from now on. */
   remove(slot: number): void {
     this.#numbers[2 * slot] = FREE;
-    this.#numbers[2 * slot + 1] = this.#free;
+    this.#numbers[2 * slot + 1] = NONE;
     this.#consumers[slot] = undefined;
-    this.#free = slot;
+    this.#live--;
   }
 
   demand(slot: number): number {
@@ -90,10 +112,14 @@ export class WaitSlots {
     return this.#consumers[slot]!;
   }
 
+  /** The ticket number of a live slot: the numeric ticket. */
+  number(slot: number): number {
+    return this.#numbers[2 * slot]!;
+  }
+
   /**
-   * The ticket of a live slot. Built by one `String.fromCharCode` call, so it is a flat string:
-   * a concatenation would make a rope (three parts and their strings, about twice the memory)
-   * that the wake's first character read must flatten, a runtime call costlier than the lookup.
+   * The string ticket of a live slot. Built by one `String.fromCharCode` call, so it is a flat
+   * string: a concatenation would make a rope that the wake's first character read must flatten.
    */
   ticket(slot: number): string {
     const c = this.#chars;
@@ -102,33 +128,55 @@ export class WaitSlots {
     let high = (number - low) / LOW;
     for (let i = TICKET_LENGTH - 1; i >= NUMBER_LOW_AT; i--, low >>>= 6) c[i] = DIGIT_CODES[low & 63]!;
     for (let i = NUMBER_LOW_AT - 1; i >= NUMBER_AT; i--, high >>>= 6) c[i] = DIGIT_CODES[high & 63]!;
-    for (let i = NUMBER_AT - 1, s = slot; i >= SLOT_AT; i--, s >>>= 6) c[i] = DIGIT_CODES[s & 63]!;
     return String.fromCharCode(
-      c[0]!, c[1]!, c[2]!, c[3]!, c[4]!, c[5]!, c[6]!, c[7]!, c[8]!, c[9]!, c[10]!, c[11]!, c[12]!, c[13]!,
-      c[14]!, c[15]!, c[16]!, c[17]!, c[18]!, c[19]!, c[20]!, c[21]!, c[22]!, c[23]!, c[24]!, c[25]!, c[26]!,
+      c[0]!, c[1]!, c[2]!, c[3]!, c[4]!, c[5]!, c[6]!, c[7]!, c[8]!, c[9]!, c[10]!,
+      c[11]!, c[12]!, c[13]!, c[14]!, c[15]!, c[16]!, c[17]!, c[18]!, c[19]!, c[20]!, c[21]!,
     );
   }
 
-  /** The live slot `ticket` names, or {@link NONE} for a stale, foreign or malformed one. */
-  find(ticket: string): number {
-    if (ticket.length !== TICKET_LENGTH) return NONE;
-    const c = this.#chars;
-    for (let i = 0; i < SLOT_AT; i++) if (ticket.charCodeAt(i) !== c[i]) return NONE;
-    const slot = digitsAt(ticket, SLOT_AT, NUMBER_AT);
-    const high = digitsAt(ticket, NUMBER_AT, NUMBER_LOW_AT);
-    const low = digitsAt(ticket, NUMBER_LOW_AT, TICKET_LENGTH);
-    if (slot < 0 || high < 0 || low < 0 || slot >= this.#used) return NONE;
-    // Past 2^53 the sum rounds, but to no number below 2^53, so it matches no issued one.
-    const number = high * LOW + low;
+  /** The live slot a numeric ticket names, or {@link NONE}. `number` must be a safe integer. */
+  findNumber(number: number): number {
+    const slot = number & this.#mask;
     return number !== FREE && this.#numbers[2 * slot] === number ? slot : NONE;
   }
 
+  /** The live slot a string ticket names, or {@link NONE} for a stale, foreign or malformed one. */
+  find(ticket: string): number {
+    if (ticket.length !== TICKET_LENGTH) return NONE;
+    const c = this.#chars;
+    for (let i = 0; i < NUMBER_AT; i++) if (ticket.charCodeAt(i) !== c[i]) return NONE;
+    const high = digitsAt(ticket, NUMBER_AT, NUMBER_LOW_AT);
+    const low = digitsAt(ticket, NUMBER_LOW_AT, TICKET_LENGTH);
+    if (high < 0 || low < 0) return NONE;
+    // Past 2^53 the sum rounds, but to no number below 2^53, so it matches no issued one.
+    return this.findNumber(high * LOW + low);
+  }
+
+  /**
+   * Doubles the table. A live number keeps its low bits, so it lands either in its old slot or
+   * in that slot plus the old size, and two live numbers never meet.
+   */
   #grow(): void {
-    const slots = Math.min(this.#limit, this.#numbers.length);
-    if (slots <= this.#used) throw new RangeError(`WaitSlots: more than ${this.#limit} waits`);
-    const numbers = new Float64Array(2 * slots);
-    numbers.set(this.#numbers);
+    const old = this.#numbers;
+    const slots = this.#mask + 1;
+    if (2 * slots > MAX_SLOTS) throw new RangeError(`WaitSlots: more than ${MAX_SLOTS} slots`);
+    const numbers = new Float64Array(4 * slots);
+    const consumers: (Consumer | undefined)[] = new Array(2 * slots);
+    const mask = 2 * slots - 1;
+    const moved: number[] = [];
+    for (let slot = 0; slot < slots; slot++) {
+      const number = old[2 * slot]!;
+      if (number === FREE) continue;
+      const to = number & mask;
+      numbers[2 * to] = number;
+      numbers[2 * to + 1] = old[2 * slot + 1]!;
+      consumers[to] = this.#consumers[slot];
+      if (to !== slot) moved.push(to);
+    }
     this.#numbers = numbers;
+    this.#consumers = consumers;
+    this.#mask = mask;
+    for (const slot of moved) this.#moved(consumers[slot]!, slot);
   }
 }
 
