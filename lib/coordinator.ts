@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+// Imported, not read as the global: the global `performance` is an accessor, a slow global load per unit.
+import { performance } from 'node:perf_hooks';
 import { WaitprepError, describe, invalidArgument } from './errors.js';
 import { assertArtifactKey, type ArtifactKey } from './key.js';
 import { currentThreadId } from './internal/thread.js';
@@ -654,8 +656,13 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
    */
   #slotOf(ticket: unknown): number {
     if (typeof ticket === 'string') return this.#numericTickets ? NONE : this.#slots.find(ticket);
-    if (Number.isSafeInteger(ticket)) return this.#numericTickets ? this.#slots.findNumber(ticket as number) : NONE;
-    if (typeof ticket === 'bigint') return NONE;
+    if (typeof ticket === 'number') {
+      // A live wait's number is a safe integer: the check that throws is paid on a miss only.
+      const slot = this.#numericTickets ? this.#slots.findNumber(ticket) : NONE;
+      if (slot !== NONE || Number.isSafeInteger(ticket)) return slot;
+    } else if (typeof ticket === 'bigint') {
+      return NONE;
+    }
     throw invalidArgument('ticket', 'a ticket from onWait()', ticket);
   }
 

@@ -134,7 +134,11 @@ export class WaitSlots {
     );
   }
 
-  /** The live slot a numeric ticket names, or {@link NONE}. `number` must be a safe integer. */
+  /**
+   * The live slot a numeric ticket names, or {@link NONE}. Any number may be asked: `&` takes a
+   * safe integer's low 32 bits exactly, and a fraction, NaN or a number past 2^53 equals no
+   * issued number.
+   */
   findNumber(number: number): number {
     const slot = number & this.#mask;
     return number !== FREE && this.#numbers[2 * slot] === number ? slot : NONE;
