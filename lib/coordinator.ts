@@ -55,7 +55,7 @@ export interface WaitCoordinatorOptions<Ticket extends WaitTicket | number = Wai
   maxQueued: number;
   /** Most consumers waiting at once (inclusive), at most 1,000,000,000. */
   maxWaiting: number;
-  /** Most terminal (completed/failed) entries remembered; oldest go first; 0 keeps none. */
+  /** Most terminal (completed/failed) entries remembered, at most 1,000,000,000; oldest go first; 0 keeps none. */
   historyLimit: number;
   /** Clock in milliseconds for `IssuedWorkUnit.issuedAt`. Default `performance.now`. */
   now?: () => number;
@@ -278,6 +278,10 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
       throw invalidArgument('options.maxWaiting', `at most ${MAX_WAITING_LIMIT}`, options.maxWaiting);
     }
     this.#historyLimit = nonNegativeInteger('options.historyLimit', options.historyLimit);
+    // Terminal entries are demand records, Int32-numbered like the waits.
+    if (this.#historyLimit > MAX_WAITING_LIMIT) {
+      throw invalidArgument('options.historyLimit', `at most ${MAX_WAITING_LIMIT}`, options.historyLimit);
+    }
     const maxInFlight = options.maxInFlight ?? 1;
     if (!Number.isInteger(maxInFlight) || maxInFlight < 1 || maxInFlight > MAX_IN_FLIGHT_LIMIT) {
       throw invalidArgument('options.maxInFlight', `an integer in [1, ${MAX_IN_FLIGHT_LIMIT}]`, options.maxInFlight);
@@ -299,7 +303,7 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
     // Demands that can exist at once: one per waiting consumer (queued ones have
     // consumers), the units in flight, the history, and the one a replacement
     // makes before its old wait leaves.
-    const demandLimit = this.#maxWaiting + maxInFlight + Math.min(this.#historyLimit, MAX_WAITING_LIMIT) + 1;
+    const demandLimit = this.#maxWaiting + maxInFlight + this.#historyLimit + 1;
     this.#demands = new DemandTable(demandLimit, random.readInt32LE(20));
   }
 

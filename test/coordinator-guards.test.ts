@@ -235,6 +235,15 @@ describe('WaitCoordinator: bad input is an error, never silently accepted', () =
       );
     });
 
+    it('rejects maxWaiting or historyLimit above 10^9, where records are Int32-numbered, and takes 10^9', () => {
+      for (const field of ['maxWaiting', 'historyLimit'] as const) {
+        expect(() => new WaitCoordinator({ backend, maxQueued: 1, maxWaiting: 1, historyLimit: 1, [field]: 1_000_000_001 })).toThrow(
+          expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: `options.${field}` }),
+        );
+        expect(() => new WaitCoordinator({ backend, maxQueued: 1, maxWaiting: 1, historyLimit: 1, [field]: 1_000_000_000 })).not.toThrow();
+      }
+    });
+
     it('names the offending field', () => {
       try {
         new WaitCoordinator({ backend, maxQueued: -1, maxWaiting: 1, historyLimit: 1 });
