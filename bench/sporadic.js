@@ -8,6 +8,7 @@
 //   npm run -s bench:sporadic -- --json       one JSON object on stdout, nothing else
 //   npm run bench:sporadic -- --quick         smaller run (a 256 MiB floor, few wakes), ~10 s
 //   ... -- --impl native,js,stub,noop --idle 2,20  choose backends and idle times (ms)
+//   ... -- --tickets number                    the coordinator's numeric tickets (default string)
 //
 // One wake: onWait (a new consumer on a key that must queue), beginNext, the producer's reserve +
 // publish of the key in the lease table, complete, then the idle time (a setTimeout, so the loop
@@ -19,6 +20,9 @@
 // field of an object (the wake itself runs after the second clock read, untimed). After an idle
 // it is what the runtime's own clock reads and one load cost when the process wakes; the rest of
 // a sporadic wake is waitprep's code (and the table) running cold.
+// Each sporadic sample also times a second wake, on another wait admitted before the same idle,
+// right after the first: its code is warm again and its own data is not, which tells the cost of
+// cold code from that of a cold wait.
 // "In optimized code": every process first runs the same cycle hot (HOT cycles, no idle), which
 // is also the hot figure reported beside the sporadic ones.
 import { execFileSync } from 'node:child_process';
@@ -42,7 +46,7 @@ const META = { sizeBytes: 1 << 20, location: 4096, checksum: 0xc0ffee, codecId: 
 
 if (flag('child')) {
   const idles = option('idle').split(',').map(Number);
-  process.stdout.write(JSON.stringify(await child(option('impl'), idles, flag('quick'))) + '\n');
+  process.stdout.write(JSON.stringify(await child(option('impl'), idles, flag('quick'), option('tickets', 'string'))) + '\n');
 } else {
   await main();
 }
@@ -52,6 +56,8 @@ async function main() {
   const impls = option('impl', IMPLS.join(',')).split(',');
   if (impls.some((i) => !IMPLS.includes(i))) throw new Error(`--impl wants some of ${IMPLS.join(',')}, got ${impls}`);
   const idles = option('idle', '2,20,200');
+  const tickets = option('tickets', 'string');
+  if (tickets !== 'string' && tickets !== 'number') throw new Error(`--tickets wants string or number, got ${tickets}`);
   if (idles.split(',').some((ms) => !(Number(ms) >= 0))) throw new Error(`--idle wants milliseconds, got ${idles}`);
   const floorMiB = Number(option('floor-mib', quick ? '256' : '1024'));
   const floor = memoryFloor(floorMiB, quick ? 500_000 : 4_000_000);
@@ -62,7 +68,7 @@ async function main() {
       results.push({ implementation: impl, skipped: `the native addon is not loaded (implementation ${implementation})` });
       continue;
     }
-    const out = execFileSync(process.execPath, [script, '--child', '--impl', impl, '--idle', idles, ...(quick ? ['--quick'] : [])], {
+    const out = execFileSync(process.execPath, [script, '--child', '--impl', impl, '--idle', idles, '--tickets', tickets, ...(quick ? ['--quick'] : [])], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -74,12 +80,13 @@ async function main() {
       row.p99_floors = Math.round((row.p99_ns / floor.ns_per_load) * 10) / 10;
     }
   }
-  const env = benchEnv({ implementation, quick, floor, timing: 'one wake per sample: onWake + lease.close between two process.hrtime.bigint() reads (~50 ns of clock inside each)' });
+  const env = benchEnv({ implementation, quick, floor, tickets, timing: 'one wake per sample: onWake + lease.close between two process.hrtime.bigint() reads (~50 ns of clock inside each)' });
   if (flag('json')) {
     process.stdout.write(JSON.stringify({ env, results }) + '\n');
     return;
   }
   console.log(`waitprep sporadic wake (onWake + lease.close) — ${env.date}, ${env.cpu} (${env.cores} cores), Node ${env.node}${quick ? ', --quick' : ''}`);
+  console.log(`tickets: ${tickets}`);
   console.log(`memory floor: ${floor.ns_per_load} ns per dependent random load over ${floor.mib} MiB (${floor.pages})`);
   const table = [];
   for (const r of results) {
@@ -88,7 +95,7 @@ async function main() {
       continue;
     }
     for (const row of r.rows) {
-      table.push({ backend: r.implementation, idle: row.idle_ms === null ? 'hot loop' : `${row.idle_ms} ms`, 'p50 ns': row.p50_ns, 'p99 ns': row.p99_ns, 'max ns': row.max_ns, 'p50 / floor': row.p50_floors, wakes: row.wakes });
+      table.push({ backend: r.implementation, idle: row.idle_ms === null ? 'hot loop' : `${row.idle_ms} ms`, 'p50 ns': row.p50_ns, 'p99 ns': row.p99_ns, 'max ns': row.max_ns, 'p50 / floor': row.p50_floors, 'second wake p50 ns': row.second_p50_ns ?? '', wakes: row.wakes });
     }
   }
   console.table(table);
@@ -156,7 +163,7 @@ function anonHugeKiB() {
   return m === null ? null : Number(m[1]);
 }
 
-async function child(impl, idles, quick) {
+async function child(impl, idles, quick, tickets) {
   const keys = Array.from({ length: RING }, (_, i) => benchKey(i));
   const name = `waitprep-bench-sporadic-${process.pid}`;
   let producer = null;
@@ -170,7 +177,7 @@ async function child(impl, idles, quick) {
     backend = leaseTableBackend(consumer);
   }
   try {
-    const coordinator = new WaitCoordinator({ backend, maxQueued: 4, maxWaiting: 4, historyLimit: HISTORY_LIMIT });
+    const coordinator = new WaitCoordinator({ backend, maxQueued: 4, maxWaiting: 4, historyLimit: HISTORY_LIMIT, tickets });
     const grant = { worker: 'bench-worker', grant: 'bench-grant' };
     const ok = { ok: true };
     let n = 0;
@@ -224,13 +231,19 @@ async function child(impl, idles, quick) {
     for (const idle of idles) {
       const count = counts[idle] ?? Math.max(4, Math.round(counts[20] * (20 / Math.max(idle, 1))));
       const samples = new Float64Array(count);
+      const seconds = new Float64Array(count);
       for (let i = 0; i < count; i++) {
-        const { ticket, key } = prepare();
+        const first = prepare();
+        const second = prepare();
         await new Promise((resolve) => setTimeout(resolve, idle));
-        samples[i] = wake(ticket);
-        after(key);
+        samples[i] = wake(first.ticket);
+        // A second wake right after the first, on another wait: the code is warm again, the
+        // data of its own wait is not. For noop there is no timed first wake to follow.
+        seconds[i] = impl === 'noop' ? (noopTimed(second.ticket), Number.NaN) : wakeTimed(second.ticket);
+        after(first.key);
+        after(second.key);
       }
-      rows.push(summary(idle, samples));
+      rows.push({ ...summary(idle, samples), second_p50_ns: impl === 'noop' ? null : Math.round(nearestRank(Float64Array.from(seconds).sort(), 0.5)) });
     }
     const stats = coordinator.stats();
     if (stats.hits !== n || stats.waiting !== 0) throw new Error(`sporadic: bench miscounted: ${JSON.stringify(stats)}`);
