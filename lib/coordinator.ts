@@ -75,6 +75,9 @@ export interface WaitCoordinatorOptions<Ticket extends WaitTicket | number = Wai
 /** The `tickets` option that issues tickets of type `Ticket`. */
 export type TicketForm<Ticket extends WaitTicket | number> = Ticket extends number ? 'number' : 'string';
 
+/** A coordinator typed to issue numbers must be given `tickets: 'number'`, so the type cannot lie. */
+type TicketsGiven<Ticket extends WaitTicket | number> = [Ticket] extends [number] ? { tickets: 'number' } : unknown;
+
 /** Fires a unit's abort (module-private: only the coordinator aborts units). */
 let abortIssuedWork: (work: IssuedWorkUnit) => void;
 /** Whether a unit's abort has fired. */
@@ -262,7 +265,7 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   #rejected = 0;
 
   /** Throws `ERR_INVALID_ARGUMENT` for a missing backend or bound, a bad value, or an unknown option. */
-  constructor(options: WaitCoordinatorOptions<Ticket>) {
+  constructor(options: WaitCoordinatorOptions<Ticket> & TicketsGiven<Ticket>) {
     if (!isObject(options)) throw invalidArgument('options', 'an object { backend, maxQueued, maxWaiting, historyLimit }', options);
     // Own properties only: an option inherited from a polluted Object.prototype is not the caller's.
     options = ownOptions(options);

@@ -63,7 +63,7 @@ export {
   type ArenaRecordMismatch,
   type ArenaRecordMismatchReason,
 } from './arena-record.js';
-export { WaitCoordinator, type WaitCoordinatorOptions, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
+export { WaitCoordinator, type WaitCoordinatorOptions, type TicketForm, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
 export type { MissReason } from './miss-reasons.js';
 export {

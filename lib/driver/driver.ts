@@ -9,7 +9,7 @@ import { Piscina } from 'piscina';
 import { WaitprepError, describe, invalidArgument } from '../errors.js';
 import type { IssuedWorkUnit, WaitCoordinator } from '../coordinator.js';
 import { sharedKeyBytes } from '../key.js';
-import type { ResourceGrant } from '../types.js';
+import type { ResourceGrant, WaitTicket } from '../types.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions } from '../internal/validate.js';
 import {
   CANCELLED,
@@ -75,7 +75,7 @@ export interface PreparationWorkerOptions {
 /** Options of {@link PreparationDriver}. Unknown options are rejected. */
 export interface PreparationDriverOptions {
   /** The coordinator whose units this driver prepares. Construct the driver on its thread. */
-  coordinator: WaitCoordinator;
+  coordinator: WaitCoordinator<WaitTicket | number>;
   /** Where resource grants come from. */
   grants: GrantSource;
   /** The worker pool that runs `prepare`. */
@@ -187,7 +187,7 @@ export const WORKER_FILENAME = ((): string => {
  * unless `killOnDeadline` or `close({ force: true })` says so.
  */
 export class PreparationDriver {
-  readonly #coordinator: WaitCoordinator;
+  readonly #coordinator: WaitCoordinator<WaitTicket | number>;
   readonly #grants: GrantSource;
   readonly #pool: Piscina<Envelope, WorkerReply>;
   readonly #module: string;
