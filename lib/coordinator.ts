@@ -159,6 +159,8 @@ const REJECT_PERSISTED = rejected('persisted-not-ready');
 const REJECT_READINESS = rejected('unsupported-readiness');
 const REJECT_MISSING_TARGET = rejected('missing-target');
 const REJECT_INVALID_TARGET = rejected('invalid-target');
+/** After 2^52 ticket numbers: none is ever issued twice, so no more waits. */
+const REJECT_EXHAUSTED = rejected('tickets-exhausted');
 const OVERLOAD_QUEUE = overloaded('queue-full');
 const OVERLOAD_WAITING = overloaded('too-many-waiting');
 const MISS_STALE = MISS['stale-ticket'];
@@ -350,6 +352,7 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   /** `onWait` once its arguments are checked: decides, and changes state only for an admitted wait. */
   #admit(c: Consumer, key: ArtifactKey, given: unknown, givenTarget: unknown): WaitAdmission<Ticket> {
     if (this.#closed) return this.#reject(REJECT_SHUTDOWN);
+    if (this.#slots.exhausted()) return this.#reject(REJECT_EXHAUSTED);
 
     let want: ReadinessRequest = HOST;
     const readiness = given ?? 'host';

@@ -132,7 +132,13 @@ describe('WaitSlots and tickets', () => {
   const waiter = (n: number): Consumer => Object.freeze({ engine: 'e', request: `r${n}`, generation: 0 });
 
   it('issues a fresh number and flat ticket per wait, found until freed, through growth and skips', () => {
-    const { slots, where } = tracked(300, firstTicketNumber(new Uint8Array(6).fill(0xff)));
+    // A start in the middle of a turn of the table, so that each doubling moves many waits.
+    const first = firstTicketNumber(Uint8Array.of(0, 0, 0, 0, 0x01, 0x37));
+    const { slots, where } = tracked(300, first);
+    let moves = 0;
+    const counted = new WaitSlots(300, RANDOM, first, () => moves++);
+    for (let n = 0; n < 300; n++) counted.add(waiter(n), n);
+    expect(moves).toBeGreaterThan(100);
     const numbers: number[] = [];
     const live = new Map<Consumer, { ticket: string; number: number }>();
     const admit = (n: number) => {
@@ -163,7 +169,7 @@ describe('WaitSlots and tickets', () => {
         expect(slots.consumer(where.get(c)!)).toBe(c);
       }
     };
-    // Grow to 300 live waits (the table doubles five times and moves waits), then churn with a
+    // Grow to 300 live waits (the table doubles from 16 to 1,024 slots, moving waits), then churn with a
     // few long-lived ones kept, so numbers wrap the table and skip their slots.
     for (let n = 0; n < 300; n++) admit(n);
     checkLive();
@@ -209,6 +215,19 @@ describe('WaitSlots and tickets', () => {
     // Another coordinator's random part: the same number is not this one's string ticket.
     const other = new WaitSlots(1 << 20, new Uint8Array(11).fill(6), 2 ** 53 - 3, () => {});
     expect(slots.find(other.ticket(other.add(waiter(0), 0)))).toBe(-1);
+  });
+
+  it('stops at 2^53 even when the slots of the last numbers are taken, and says so before', () => {
+    const { slots, where } = tracked(64, 2 ** 53 - 16);
+    const kept = waiter(0);
+    where.set(kept, slots.add(kept, 0));
+    expect(slots.number(where.get(kept)!)).toBe(2 ** 53 - 16);
+    // 15 more numbers, each freed again: 2^53 - 1 is the last, and the next turn meets the kept wait.
+    for (let n = 1; n < 16; n++) slots.remove(slots.add(waiter(n), n));
+    expect(slots.exhausted()).toBe(true);
+    expect(() => slots.add(waiter(16), 16)).toThrow(/exhausted/);
+    expect(slots.consumer(where.get(kept)!)).toBe(kept);
+    expect(new WaitSlots(64, RANDOM, firstTicketNumber(new Uint8Array(6).fill(0xff)), () => {}).exhausted()).toBe(false);
   });
 
   it('starts each coordinator at 2^31 plus 48 random bits', () => {

@@ -148,3 +148,43 @@ describe("WaitCoordinator tickets option and foreign tickets", () => {
     }
   });
 });
+
+describe('waits moved by the growth of the wait table', () => {
+  for (const form of ['string', 'number'] as const) {
+    it(`are found, replaced, cancelled and woken under their (engine, request) (${form} tickets)`, () => {
+      const pinned = new Map<string, { request: string; generation: number }>();
+      const coord = new WaitCoordinator<string | number>({
+        backend: {
+          tryPinReady: (key, consumer) => {
+            pinned.set(key.hex, { request: consumer.request, generation: consumer.generation });
+            return { kind: 'miss', reason: 'absent' };
+          },
+        },
+        maxQueued: 1000,
+        maxWaiting: 1000,
+        historyLimit: 10,
+        tickets: form,
+      } as never);
+      const keys = Array.from({ length: 1000 }, (_, n) => makeKey(100 + n));
+      // 500 waits: the table doubles from 16 to 1,024 slots and moves waits each time.
+      const first = Array.from({ length: 500 }, (_, n) => coord.onWait(consumer(n), keys[n]!).ticket!);
+      // Replace every one in a scrambled order, on a new key: the map must name each moved slot.
+      const order = Array.from({ length: 500 }, (_, n) => (n * 263) % 500);
+      const second: (string | number)[] = [];
+      for (const n of order) {
+        const admission = coord.onWait(consumer(n, 1), keys[500 + n]!);
+        expect(admission.status).toBe('queued');
+        second[n] = admission.ticket!;
+      }
+      expect(coord.stats()).toMatchObject({ waiting: 500, queued: 500 });
+      for (const n of order) expect(coord.onWake(first[n]!)).toEqual({ kind: 'miss', reason: 'stale-ticket' });
+      for (let n = 0; n < 500; n += 5) expect(coord.onCancel(second[n]!)).toBe(true);
+      for (let n = 0; n < 500; n++) {
+        const woke = coord.onWake(second[n]!);
+        expect(woke).toEqual({ kind: 'miss', reason: n % 5 === 0 ? 'stale-ticket' : 'absent' });
+        if (n % 5 !== 0) expect(pinned.get(keys[500 + n]!.hex)).toEqual({ request: `r${n}`, generation: 1 });
+      }
+      expect(coord.stats()).toMatchObject({ waiting: 0, queued: 0, cancels: 100 });
+    });
+  }
+});

@@ -84,8 +84,11 @@ export class WaitSlots {
     const numbers = this.#numbers;
     const mask = this.#mask;
     let number = this.#next;
-    // `&` reads the low 32 bits of a safe integer exactly.
-    while (numbers[2 * (number & mask)] !== FREE) number++;
+    // `&` reads the low 32 bits of a safe integer exactly. Checked in the loop: past 2^53,
+    // `number++` would round back and never move on.
+    while (numbers[2 * (number & mask)] !== FREE) {
+      if (++number > Number.MAX_SAFE_INTEGER) throw new RangeError('WaitSlots: ticket numbers exhausted');
+    }
     if (number > Number.MAX_SAFE_INTEGER) throw new RangeError('WaitSlots: ticket numbers exhausted');
     this.#next = number + 1;
     const slot = number & mask;
@@ -94,6 +97,15 @@ export class WaitSlots {
     this.#consumers[slot] = consumer;
     this.#live++;
     return slot;
+  }
+
+  /**
+   * Whether an {@link add} could run out of ticket numbers: it takes at most one turn of the
+   * table, doubled first, past the next number. 2^52 numbers after the first, so the coordinator
+   * asks before it changes anything, and a wait is then refused rather than half admitted.
+   */
+  exhausted(): boolean {
+    return this.#next + 4 * (this.#mask + 1) > Number.MAX_SAFE_INTEGER;
   }
 
   /** Frees a slot: its number is gone, so its ticket is stale from now on. */
@@ -165,7 +177,9 @@ export class WaitSlots {
     const slots = this.#mask + 1;
     if (2 * slots > MAX_SLOTS) throw new RangeError(`WaitSlots: more than ${MAX_SLOTS} slots`);
     const numbers = new Float64Array(4 * slots);
-    const consumers: (Consumer | undefined)[] = new Array(2 * slots);
+    // Filled by push, not `new Array(n)`: V8 makes a large preallocated array a slow dictionary.
+    const consumers: (Consumer | undefined)[] = [];
+    for (let slot = 0; slot < 2 * slots; slot++) consumers.push(undefined);
     const mask = 2 * slots - 1;
     const moved: number[] = [];
     for (let slot = 0; slot < slots; slot++) {
