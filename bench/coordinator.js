@@ -23,7 +23,7 @@
 // the admission, the frozen consumer copy, the frozen work unit with its id
 // and issue time, the lease and the hit result.
 import { execFileSync } from 'node:child_process';
-import { PerformanceObserver } from 'node:perf_hooks';
+import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { WaitCoordinator, implementation } from 'waitprep';
 import { benchEnv, benchKey, commandLine, stubBackend } from './common.js';

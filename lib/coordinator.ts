@@ -191,7 +191,8 @@ const A_COMPLETED = 3;
  *
  * One event loop owns it: calls from another thread throw `ERR_WRONG_THREAD`,
  * mutating calls made from inside a backend call throw `ERR_REENTRANT`. Every
- * operation is O(1) in the number of waiting consumers.
+ * operation is O(1) in the number of waiting consumers (amortized: a store's
+ * growth, and a ticket number skipped for a taken slot, are paid over many).
  */
 export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   readonly #backend: ArtifactBackend;
@@ -205,7 +206,7 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   readonly #workPrefix: string;
   #nextWork = 0;
 
-  /** Admitted waits as slot numbers; a ticket spells its slot. */
+  /** Admitted waits as slot numbers; a ticket's number names its slot (its low bits). */
   readonly #slots: WaitSlots;
   /** Whether tickets are numbers (the `tickets: 'number'` option) rather than strings. */
   readonly #numericTickets: boolean;
@@ -509,8 +510,8 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   /**
    * The agent woke: remove its consumer and, for a current ticket, try to pin
    * a ready artifact. Never waits for preparation and never runs it. A stale
-   * or unknown ticket (a number or bigint among them: tickets are strings) is
-   * a `stale-ticket` miss; a value that is no primitive ticket throws
+   * or unknown ticket (one of the other form, or a bigint, among them) is a
+   * `stale-ticket` miss; a value that is no primitive ticket throws
    * `ERR_INVALID_ARGUMENT`.
    */
   onWake(ticket: Ticket): WakeResult {
@@ -544,8 +545,8 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
 
   /**
    * Removes that consumer only; shared work stays for the others. False for a
-   * stale or unknown ticket (a number or bigint among them); a value that is
-   * no primitive ticket throws `ERR_INVALID_ARGUMENT`.
+   * stale or unknown ticket (one of the other form, or a bigint, among them); a
+   * value that is no primitive ticket throws `ERR_INVALID_ARGUMENT`.
    */
   onCancel(ticket: Ticket): boolean {
     this.#enter();
