@@ -19,7 +19,7 @@
 // machine it moves less than wall time with the neighbours' load.
 // Each size runs once per ticket form (--tickets string,number: the
 // coordinator's `tickets` option). alloc_floor_ns, measured in the same
-// process, is what a cycle must allocate under the contract and nothing else:
+// process, is what a cycle hands out, as this package makes it, and nothing else:
 // the admission, the frozen consumer copy, the frozen work unit with its id
 // and issue time, the lease and the hit result.
 import { execFileSync } from 'node:child_process';
@@ -173,7 +173,7 @@ async function measure(waiting, cycles, form) {
 }
 
 /**
- * What one cycle must allocate under the contract, and nothing else, per cycle in ns: the
+ * What one cycle hands out, as this package makes it (frozen), and nothing else, per cycle in ns: the
  * admission with a numeric ticket, the frozen consumer copy, the frozen work unit (its id
  * string, issue time and two private fields, as IssuedWorkUnit has), the backend's lease and
  * the hit result. No lookup, no validation, no bookkeeping: a floor, not a coordinator.
