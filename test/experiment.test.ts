@@ -10,8 +10,9 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
+import fc from 'fast-check';
 import { experimentOptions } from '../bin/experiment/cli.js';
-import { EventQueue, Network } from '../bin/experiment/clock.js';
+import { EventQueue, MinHeap, Network } from '../bin/experiment/clock.js';
 import { POLICIES } from '../bin/experiment/policies.js';
 import { MODELS, PRESETS, kvBytesPerToken, resolvePreset } from '../bin/experiment/presets.js';
 import { BUCKETS, CAUSES, replay } from '../bin/experiment/replay.js';
@@ -245,6 +246,32 @@ describe('experiment: cost model and links', () => {
     expect(p.engines).toBe(2);
     expect(p.h2dBytesPerSecPerEngine).toBe(4 * PRESETS['70b-pcie5-host'].h2dBytesPerSecPerGpu);
     expect(resolvePreset('8b-pcie5-nvme').sourceBytesPerSec).toBe(8 * 12e9);
+  });
+
+  it('the min-heap pops in (key, sequence) order whatever the pushes and pops between', () => {
+    // Keys from a small range, so ties are common: the sequence must break them as scheduled.
+    const op = fc.oneof(fc.record({ push: fc.integer({ min: 0, max: 5 }) }), fc.constant({ pop: true }));
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
+        const before = (a: { key: number; seq: number }, b: { key: number; seq: number }) => a.key < b.key || (a.key === b.key && a.seq < b.seq);
+        const heap = new MinHeap(before);
+        const model: Array<{ key: number; seq: number }> = [];
+        let seq = 0;
+        for (const o of ops) {
+          if ('push' in o) {
+            const item = { key: o.push, seq: seq++ };
+            heap.push(item);
+            model.push(item);
+            model.sort((a, b) => (before(a, b) ? -1 : 1));
+          } else if (model.length > 0) {
+            expect(heap.top()).toBe(model[0]);
+            expect(heap.pop()).toBe(model.shift());
+          }
+          expect(heap.size).toBe(model.length);
+        }
+      }),
+      { numRuns: 200 },
+    );
   });
 
   it('transfers on one link share it equally; a capped one keeps only its cap', () => {

@@ -7,6 +7,7 @@
 // same counts (on wall-clock timers a loaded machine reordered a completion and a wake).
 import { WaitCoordinator, artifactKey, implementation, implementationReason, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { printScriptedSummary, unitOutcomes } from './report.js';
+import { EventQueue } from '../experiment/clock.js';
 
 const PREPARE_MS = 25;
 const SYSTEM_PROMPT_TOKENS = Array.from({ length: 14_000 }, (_, i) => (i * 7919) % 151_936);
@@ -53,15 +54,13 @@ export async function scriptedDemo(args) {
     implementation: producer.implementation,
     ...(producer.sharedBuffer ? { buffer: producer.sharedBuffer } : {}),
   });
-  /** The timeline: { t (virtual ms), order, run }; `now` is the time of the event running. */
-  const timeline = [];
-  let now = 0;
-  let order = 0;
-  const schedule = (t, run) => timeline.push({ t, order: order++, run });
-  const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 4, maxWaiting: 16, historyLimit: 8, now: () => now });
+  /** The timeline, in virtual ms: events at the same time run in the order they were scheduled. */
+  const timeline = new EventQueue();
+  const schedule = (t, run) => timeline.at(t, run);
+  const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 4, maxWaiting: 16, historyLimit: 8, now: () => timeline.now });
   const grant = { worker: 'demo-worker', grant: 'demo-grant-1' };
   const tickets = new Map();
-  const at = () => `${String(now).padStart(4)} ms`;
+  const at = () => `${String(timeline.now).padStart(4)} ms`;
 
   const wait = (agent, generation, k) => {
     const admission = coordinator.onWait({ engine: 'engine-0', request: agent, generation }, k);
@@ -93,7 +92,7 @@ export async function scriptedDemo(args) {
     if (work === null) return;
     log(`${at()}  worker takes ${names.get(work.key.hex)}`);
     const reservation = producer.reserve(work.key);
-    schedule(now + PREPARE_MS, () => {
+    schedule(timeline.now + PREPARE_MS, () => {
       const ok = work.key !== keys.flaky;
       if (ok) producer.publish(reservation, { sizeBytes: 4096 * work.key.tokenCount, location: reservation.slot, checksum: 0, codecId: 0, representationVersion: 1 });
       else producer.abandon(reservation);
@@ -138,17 +137,7 @@ export async function scriptedDemo(args) {
   ];
   for (const [ms, step] of script) schedule(ms, step);
   // Every completion is on the timeline, so when it is empty nothing is in flight.
-  while (timeline.length > 0) {
-    let next = 0;
-    for (let i = 1; i < timeline.length; i++) {
-      const a = timeline[i];
-      const b = timeline[next];
-      if (a.t < b.t || (a.t === b.t && a.order < b.order)) next = i;
-    }
-    const [event] = timeline.splice(next, 1);
-    now = event.t;
-    event.run();
-  }
+  timeline.run();
   const closing = coordinator.shutdown();
   const stats = coordinator.stats();
   const pinned = table.inspect().slots.filter((slot) => slot.pinHolders.length > 0).length;

@@ -2,27 +2,74 @@
 // Nothing here sleeps or reads a wall clock; `now` only moves when the queue pops an event.
 
 /**
- * A binary min-heap of events ordered by (time, sequence): events at the same time run in the
- * order they were scheduled, so a replay is a deterministic function of its inputs.
+ * A binary min-heap under `before(a, b)`, which must be a strict total order (ties broken by a
+ * sequence number), so that what pops first never depends on the heap's shape. The experiment's
+ * events, its transfers by target, and the scripted demo's timeline all use it.
+ */
+export class MinHeap {
+  #items = [];
+  #before;
+
+  constructor(before) {
+    this.#before = before;
+  }
+
+  get size() {
+    return this.#items.length;
+  }
+
+  top() {
+    return this.#items[0];
+  }
+
+  push(item) {
+    const items = this.#items;
+    const before = this.#before;
+    items.push(item);
+    let i = items.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(item, items[parent])) break;
+      items[i] = items[parent];
+      i = parent;
+    }
+    items[i] = item;
+  }
+
+  pop() {
+    const items = this.#items;
+    const before = this.#before;
+    const top = items[0];
+    const last = items.pop();
+    if (items.length > 0) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= items.length) break;
+        const r = l + 1;
+        const c = r < items.length && before(items[r], items[l]) ? r : l;
+        if (!before(items[c], last)) break;
+        items[i] = items[c];
+        i = c;
+      }
+      items[i] = last;
+    }
+    return top;
+  }
+}
+
+/**
+ * Events ordered by (time, sequence): events at the same time run in the order they were
+ * scheduled, so a replay is a deterministic function of its inputs.
  */
 export class EventQueue {
   now = 0;
-  #heap = [];
+  #heap = new MinHeap(before);
   #seq = 0;
 
   /** Runs `fn(arg)` at virtual time `t` (never before now). */
   at(t, fn, arg) {
-    const event = { t: Math.max(t, this.now), seq: this.#seq++, fn, arg };
-    const heap = this.#heap;
-    heap.push(event);
-    let i = heap.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!before(event, heap[parent])) break;
-      heap[i] = heap[parent];
-      i = parent;
-    }
-    heap[i] = event;
+    this.#heap.push({ t: Math.max(t, this.now), seq: this.#seq++, fn, arg });
   }
 
   /** Runs `fn(arg)` after `dt` seconds of virtual time. */
@@ -31,28 +78,14 @@ export class EventQueue {
   }
 
   get size() {
-    return this.#heap.length;
+    return this.#heap.size;
   }
 
   /** Pops and runs events until none are left; `onEach(now)` runs before each one. */
   run(onEach) {
     const heap = this.#heap;
-    while (heap.length > 0) {
-      const top = heap[0];
-      const last = heap.pop();
-      if (heap.length > 0) {
-        let i = 0;
-        for (;;) {
-          const l = 2 * i + 1;
-          if (l >= heap.length) break;
-          const r = l + 1;
-          const c = r < heap.length && before(heap[r], heap[l]) ? r : l;
-          if (!before(heap[c], last)) break;
-          heap[i] = heap[c];
-          i = c;
-        }
-        heap[i] = last;
-      }
+    while (heap.size > 0) {
+      const top = heap.pop();
       this.now = top.t;
       if (onEach !== undefined) onEach(top.t);
       top.fn(top.arg);
@@ -101,7 +134,7 @@ export class Network {
     this.#advance();
     const id = `${links.map((l) => l.name).join('+')}|${cap}`;
     let group = this.#groups.get(id);
-    if (group === undefined) this.#groups.set(id, (group = { links, cap, rate: 0, served: 0, size: 0, heap: new TargetHeap() }));
+    if (group === undefined) this.#groups.set(id, (group = { links, cap, rate: 0, served: 0, size: 0, heap: new MinHeap(earlier) }));
     const t = { bytes, target: group.served + bytes, seq: this.#seq++, done, active: true, group };
     group.heap.push(t);
     group.size++;
@@ -175,48 +208,7 @@ export class Network {
   }
 }
 
-/** A binary min-heap of transfers by (target, seq). */
-class TargetHeap {
-  #items = [];
-
-  top() {
-    return this.#items[0];
-  }
-
-  push(item) {
-    const items = this.#items;
-    items.push(item);
-    let i = items.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!earlier(item, items[parent])) break;
-      items[i] = items[parent];
-      i = parent;
-    }
-    items[i] = item;
-  }
-
-  pop() {
-    const items = this.#items;
-    const top = items[0];
-    const last = items.pop();
-    if (items.length > 0) {
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        if (l >= items.length) break;
-        const r = l + 1;
-        const c = r < items.length && earlier(items[r], items[l]) ? r : l;
-        if (!earlier(items[c], last)) break;
-        items[i] = items[c];
-        i = c;
-      }
-      items[i] = last;
-    }
-    return top;
-  }
-}
-
+/** Transfers by (target, seq): the order of a group's heap. */
 function earlier(a, b) {
   return a.target < b.target || (a.target === b.target && a.seq < b.seq);
 }
