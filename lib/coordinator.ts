@@ -180,8 +180,8 @@ type Admitted = (typeof ADMITTED)[number];
 const A_QUEUED = 0;
 const A_JOINED = 1;
 const A_IN_FLIGHT = 2;
-/** `A_COMPLETED - 1 + COMPLETED` and `… + FAILED` are the two terminal statuses. */
 const A_COMPLETED = 3;
+const A_FAILED = 4;
 
 /**
  * The wait-queue coordinator: admits demand when an agent starts waiting,
@@ -386,7 +386,7 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
       const outcome = demands.outcome(existing);
       if (state === QUEUED) status = A_JOINED;
       else if (state === IN_FLIGHT) status = A_IN_FLIGHT;
-      else if (outcome !== NO_OUTCOME) status = A_COMPLETED - COMPLETED + outcome;
+      else if (outcome !== NO_OUTCOME) status = outcome === COMPLETED ? A_COMPLETED : A_FAILED;
     }
 
     if (old === NONE && this.#waiting + 1 > this.#maxWaiting) return this.#overload(OVERLOAD_WAITING);

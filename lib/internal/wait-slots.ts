@@ -45,7 +45,7 @@ export class WaitSlots {
    * the demand it waits on.
    */
   #numbers: Float64Array;
-  #consumers: (Consumer | undefined)[] = [];
+  #consumers: (Consumer | undefined)[] = emptySlots(MIN_SLOTS);
   /** Slots minus one: a power of two, at least twice the live waits. */
   #mask: number;
   readonly #limit: number;
@@ -84,11 +84,9 @@ export class WaitSlots {
     const numbers = this.#numbers;
     const mask = this.#mask;
     let number = this.#next;
-    // `&` reads the low 32 bits of a safe integer exactly. Checked in the loop: past 2^53,
-    // `number++` would round back and never move on.
-    while (numbers[2 * (number & mask)] !== FREE) {
-      if (++number > Number.MAX_SAFE_INTEGER) throw new RangeError('WaitSlots: ticket numbers exhausted');
-    }
+    // `&` reads the low 32 bits of a safe integer exactly. The bound is in the loop's test: at
+    // 2^53, `number++` would round back and never move on.
+    while (number <= Number.MAX_SAFE_INTEGER && numbers[2 * (number & mask)] !== FREE) number++;
     if (number > Number.MAX_SAFE_INTEGER) throw new RangeError('WaitSlots: ticket numbers exhausted');
     this.#next = number + 1;
     const slot = number & mask;
@@ -177,9 +175,7 @@ export class WaitSlots {
     const slots = this.#mask + 1;
     if (2 * slots > MAX_SLOTS) throw new RangeError(`WaitSlots: more than ${MAX_SLOTS} slots`);
     const numbers = new Float64Array(4 * slots);
-    // Filled by push, not `new Array(n)`: V8 makes a large preallocated array a slow dictionary.
-    const consumers: (Consumer | undefined)[] = [];
-    for (let slot = 0; slot < 2 * slots; slot++) consumers.push(undefined);
+    const consumers = emptySlots(2 * slots);
     const mask = 2 * slots - 1;
     const moved: number[] = [];
     for (let slot = 0; slot < slots; slot++) {
@@ -196,6 +192,13 @@ export class WaitSlots {
     this.#mask = mask;
     for (const slot of moved) this.#moved(consumers[slot]!, slot);
   }
+}
+
+/** `count` empty consumer slots, filled by push: V8 makes a large `new Array(count)` a slow dictionary. */
+function emptySlots(count: number): (Consumer | undefined)[] {
+  const slots: (Consumer | undefined)[] = [];
+  for (let slot = 0; slot < count; slot++) slots.push(undefined);
+  return slots;
 }
 
 /** The base-64 number `ticket[from, to)` spells (at most 5 digits), or -1 for a character that is no digit. */
