@@ -66,7 +66,7 @@ export interface WaitCoordinatorOptions<Ticket extends WaitTicket | number = Wai
   maxInFlight?: number;
   /**
    * Opt-in: the form of the tickets `onWait` issues (default `'string'`). `'number'` issues
-   * safe-integer tickets, which cost a wait less to make and a wake less to read (docs/benchmarks.md);
+   * safe-integer tickets, which make the wait-to-wake cycle cheaper (bench:coordinator, docs/benchmarks.md);
    * declare the coordinator `WaitCoordinator<number>` to have them typed so.
    */
   tickets?: TicketForm<Ticket>;
