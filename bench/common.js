@@ -24,7 +24,6 @@ export function benchKey(i) {
   });
 }
 
-/** `flag(name)`: whether `--name` was given; `option(name, fallback)`: the word after `--name`. */
 /**
  * A backend that hands out a fresh lease object per wake and pins nothing: the coordinator's own
  * cost, without the lease table (bench:coordinator, bench:sporadic's stub and noop rows).
@@ -49,6 +48,7 @@ export function stubBackend() {
   return { tryPinReady: (key, owner, want) => new StubLease(key, owner, want.readiness) };
 }
 
+/** `flag(name)`: whether `--name` was given; `option(name, fallback)`: the word after `--name`. */
 export function commandLine(args = process.argv.slice(2)) {
   const flag = (name) => args.includes(`--${name}`);
   const option = (name, fallback) => {
