@@ -220,11 +220,17 @@ async function child(impl, idles, quick, tickets) {
     const after = (key) => {
       if (producer !== null && producer.tryEvict(key) !== 'evicted') throw new Error('sporadic: the key did not evict after its wake');
     };
+    // The hot phase runs the sporadic phase's own sequence (two waits, two wakes), so each path
+    // the sporadic wakes take was optimized with its own feedback: a path the hot phase never ran
+    // (a second live wait, say) would deoptimize on its first sporadic run and time the deopt.
     const hot = new Float64Array(HOT);
-    for (let i = 0; i < HOT; i++) {
-      const { ticket, key } = prepare();
-      hot[i] = wake(ticket);
-      after(key);
+    for (let i = 0; i < HOT; i += 2) {
+      const first = prepare();
+      const second = prepare();
+      hot[i] = wake(first.ticket);
+      hot[i + 1] = impl === 'noop' ? noopTimed(second.ticket) : wakeTimed(second.ticket);
+      after(first.key);
+      after(second.key);
     }
     const rows = [summary(null, hot.subarray(HOT / 2))];
     const counts = WAKES[quick ? 'quick' : 'full'];

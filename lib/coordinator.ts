@@ -28,6 +28,7 @@ import { isObject, nonNegativeInteger, ownField, ownOptions, rejectUnknownOption
 import { MISS } from './miss-reasons.js';
 import { COMPLETED, FAILED, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
 import { WaitSlots, firstTicketNumber } from './internal/wait-slots.js';
+import { isTableLease } from './lease-table/table.js';
 import type {
   ArtifactBackend,
   Consumer,
@@ -211,8 +212,12 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   /** Whether tickets are numbers (the `tickets: 'number'` option) rather than strings. */
   readonly #numericTickets: boolean;
   #waiting = 0;
-  /** The wait slot of each (engine, request). */
-  readonly #byEngine = new Map<string, Map<string, number>>();
+  /**
+   * The wait slot of each (engine, request), one map per engine with a wait. It keeps an entry
+   * under `''`, which names no engine (engines are non-empty), so that it is never emptied; see
+   * `#release` for why.
+   */
+  readonly #byEngine = new Map<string, Map<string, number>>([['', new Map()]]);
   /**
    * Demands (everything waiting on one dedup identity) as record numbers,
    * found by identity through the table's index (docs/coordinator.md § Layout).
@@ -773,9 +778,13 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   #release(slot: number): void {
     const slots = this.#slots;
     const { engine, request } = slots.consumer(slot);
+    // V8 rebuilds a map's table in its runtime (C++, a fresh allocation) when a delete leaves the
+    // map under a quarter full, as deleting the last entry of a small map does. That is cold code
+    // on a wake after an idle: about 4 µs here (docs/benchmarks.md). So an engine's last wait
+    // drops the engine's map whole, and the engine map itself is never emptied.
     const requests = this.#byEngine.get(engine)!;
-    requests.delete(request);
-    if (requests.size === 0) this.#byEngine.delete(engine);
+    if (requests.size === 1) this.#byEngine.delete(engine);
+    else requests.delete(request);
     const demand = slots.demand(slot);
     slots.remove(slot);
     this.#waiting--;
@@ -881,6 +890,9 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
  * carry a slot, a slot generation and metadata. The slot generation is read as
  * `generation`, the contract's name, which every backend gives; the package's
  * own `slotGeneration` is not required, so a third-party lease needs none.
+ * A lease of this package's lease table has its slot, generation and metadata
+ * by construction, so they are not read: its `meta` is built on first read,
+ * and building it here would put that on every wake (docs/benchmarks.md).
  */
 function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, consumer: Consumer): string | null {
   if (!key.equals(lease.key)) return MISS_IDENTITY.reason;
@@ -888,9 +900,10 @@ function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, co
   const owner = lease.consumer;
   const wellFormed =
     lease.closed === false &&
-    typeof lease.slot === 'number' &&
-    (typeof lease.generation === 'number' || typeof lease.generation === 'bigint') &&
-    isObject(lease.meta) &&
+    (isTableLease(lease) ||
+      (typeof lease.slot === 'number' &&
+        (typeof lease.generation === 'number' || typeof lease.generation === 'bigint') &&
+        isObject(lease.meta))) &&
     isObject(owner) &&
     owner.engine === consumer.engine &&
     owner.request === consumer.request &&

@@ -19,6 +19,7 @@ import {
   type DigestLease,
   openLeaseTable,
   unlinkLeaseTable,
+  type ArtifactBackend,
   type ArtifactMeta,
   type Lease,
   type Miss,
@@ -1202,6 +1203,25 @@ function conformance(impl: Impl, h: Harness): void {
       expect(producer.tryEvict(key)).toBe('pinned');
       lease.close();
       expect(producer.tryEvict(key)).toBe('evicted');
+    });
+
+    it("a backend over the table is still held to its lease: one closed, of another key or of another consumer is refused", () => {
+      // The coordinator does not read a table lease's slot, generation or meta (it has them by
+      // construction, and meta is built on first read); whether it is open, and whose, it does.
+      const { producer, consumer: reader } = pair(h);
+      const keys = [makeKey(1), makeKey(2)];
+      for (const key of keys) publish(producer, key);
+      const wrong: Array<[string, ArtifactBackend['tryPinReady'], string]> = [
+        ['closed', (key, owner, want) => { const l = reader.tryPin(key, want, owner); if (l.kind === 'lease') l.close(); return l; }, 'backend-error'],
+        ['of another key', (_key, owner, want) => reader.tryPin(keys[1]!, want, owner), 'identity-mismatch'],
+        ['of another consumer', (key, _owner, want) => reader.tryPin(key, want, consumer(9)), 'backend-error'],
+      ];
+      for (const [, tryPinReady, reason] of wrong) {
+        const coord = withBackend({ tryPinReady });
+        expect(coord.onWake(coord.onWait(consumer(1), keys[0]!).ticket!)).toEqual({ kind: 'miss', reason });
+        // A refused lease is released: nothing stays pinned.
+        expect(producer.inspect().slots.map((slot) => slot.pinHolders)).toEqual([[], []]);
+      }
     });
 
     it('a wake on an unpublished key is a miss "absent"; on a reserved key "preparing"', () => {

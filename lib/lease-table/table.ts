@@ -193,6 +193,11 @@ let releasePin: (table: LeaseTable, slot: number, tokenIndex: number, tokenGener
 let leaseTableOf: (lease: unknown) => LeaseTable | null | undefined;
 let detachLease: (lease: TableLease | TableDigestLease, tokens: Uint32Array, at: number) => void;
 
+/** Whether `lease` is a lease this module made for a key (its fields are known good). */
+export function isTableLease(lease: object): boolean {
+  return TableLease.made(lease);
+}
+
 const CLOSED_LEASE_TOKEN = 'handoffToken(): the lease is closed; a token is handed over only while its lease is held (docs/lease-table.md, "Handing a lease to another process")';
 
 /**
@@ -278,6 +283,11 @@ class TableLease implements Lease {
     const table = this.#table;
     if (table === null) throw new WaitprepError('ERR_CLOSED', CLOSED_LEASE_TOKEN);
     return formatHandoffToken(table.name, this.#slot, this.generation, this.key.hex);
+  }
+
+  /** Whether `value` is a lease of this class (a brand check: `#table` is its own). */
+  static made(value: object): boolean {
+    return #table in value;
   }
 
   static {
