@@ -46,10 +46,21 @@ const U32_MAX = 0xffff_ffff;
 
 const constructing = Symbol('waitprep.artifactKey');
 
+/** Little-endian u32 word `k` of `bytes`, as an int32. */
+function wordAt(bytes: Uint8Array, k: number): number {
+  return bytes[4 * k]! | (bytes[4 * k + 1]! << 8) | (bytes[4 * k + 2]! << 16) | (bytes[4 * k + 3]! << 24);
+}
+
 /** The key's own digest bytes, without a copy: for the lease table's pin path. Never hand it out. */
 export let keyDigestBytes: (key: ArtifactKey) => Uint8Array;
-/** The same digest as 8 little-endian u32 words, computed once: the JavaScript fallback's lookup compares these. */
-export let keyDigestWords: (key: ArtifactKey) => Uint32Array;
+/**
+ * Writes the digest as 8 little-endian u32 words at `into[at..at+8)`: the words the lease table's
+ * lookup compares. They are read from the key object itself, where they sit as small integers
+ * beside the digest's reference, so a pin of a cold key reads no other object for them (a view
+ * of the store would cost two more cache misses: the view, then its memory). Throws `TypeError`
+ * for a value that is no key.
+ */
+export let keyDigestWordsInto: (key: ArtifactKey, into: Uint32Array, at: number) => void;
 /**
  * The digest's first two words folded into a small integer (31 bits, so V8 keeps it in the key
  * object itself, unboxed): for the coordinator's demand index, whose hash then reads no memory
@@ -151,7 +162,16 @@ export class ArtifactKey {
   /** The store (see {@link keyStore}): the canonical encoding from offset 0. */
   readonly #store: ArrayBuffer | SharedArrayBuffer;
   readonly #digest: Uint8Array;
-  readonly #digestWords: Uint32Array;
+  // The digest's 8 little-endian u32 words, each as an int32 (so that V8 keeps it in the object,
+  // unboxed), declared next to #digest so that a pin's reads of the key share its first lines.
+  readonly #w0: number;
+  readonly #w1: number;
+  readonly #w2: number;
+  readonly #w3: number;
+  readonly #w4: number;
+  readonly #w5: number;
+  readonly #w6: number;
+  readonly #w7: number;
   readonly #hashWord: number;
   /** Bytes of the canonical encoding at the start of the store. */
   readonly #length: number;
@@ -169,14 +189,15 @@ export class ArtifactKey {
     const digest = new Uint8Array(digestStore, at, DIGEST_BYTES);
     for (let k = 0; k < DIGEST_BYTES; k++) digest[k] = (nibble(hex.charCodeAt(2 * k)) << 4) | nibble(hex.charCodeAt(2 * k + 1));
     this.#digest = digest;
-    if (LITTLE_ENDIAN) {
-      this.#digestWords = new Uint32Array(digestStore, at, 8);
-    } else {
-      this.#digestWords = new Uint32Array(8);
-      for (let k = 0; k < 8; k++) this.#digestWords[k] = (digest[4 * k]! | (digest[4 * k + 1]! << 8) | (digest[4 * k + 2]! << 16) | (digest[4 * k + 3]! << 24)) >>> 0;
-    }
-    const words = this.#digestWords;
-    this.#hashWord = (words[0]! ^ Math.imul(words[1]!, 0x9e3779b1)) >> 1;
+    this.#w0 = wordAt(digest, 0);
+    this.#w1 = wordAt(digest, 1);
+    this.#w2 = wordAt(digest, 2);
+    this.#w3 = wordAt(digest, 3);
+    this.#w4 = wordAt(digest, 4);
+    this.#w5 = wordAt(digest, 5);
+    this.#w6 = wordAt(digest, 6);
+    this.#w7 = wordAt(digest, 7);
+    this.#hashWord = (this.#w0 ^ Math.imul(this.#w1, 0x9e3779b1)) >> 1;
     this.#length = length;
     this.#tokensAt = tokensAt;
     this.tokenCount = tokenCount;
@@ -216,7 +237,16 @@ export class ArtifactKey {
 
   static {
     keyDigestBytes = (key) => key.#digest;
-    keyDigestWords = (key) => key.#digestWords;
+    keyDigestWordsInto = (key, into, at) => {
+      into[at] = key.#w0;
+      into[at + 1] = key.#w1;
+      into[at + 2] = key.#w2;
+      into[at + 3] = key.#w3;
+      into[at + 4] = key.#w4;
+      into[at + 5] = key.#w5;
+      into[at + 6] = key.#w6;
+      into[at + 7] = key.#w7;
+    };
     keyHashWord = (key) => key.#hashWord;
     sharedKeyBytes = (key) => (key.#store instanceof SharedArrayBuffer ? key.#encoding() : null);
     // The private field is the brand: only this constructor adds it, so an object made with

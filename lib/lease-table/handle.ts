@@ -18,6 +18,13 @@ export interface TableHandle {
   /** `words`: the same digest as 8 little-endian u32 words when the caller has them (the fallback then decodes nothing). */
   tryPin(digest: Uint8Array, device: Uint8Array | null, words?: Uint32Array): number;
   /**
+   * The wake path's host pin, in two steps that copy the digest once: the caller writes the
+   * digest's 8 little-endian u32 words into `pinInput`, then calls `tryPinInput()`, which is
+   * tryPin of that digest with host readiness.
+   */
+  readonly pinInput: Uint32Array;
+  tryPinInput(): number;
+  /**
    * Releases the pin that the token (out word 2: index in the low half, record
    * generation in the high half) names; a second call with the same token
    * releases nothing.

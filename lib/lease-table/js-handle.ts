@@ -88,6 +88,8 @@ const SERIAL_SHIFT = BigInt(CLIENT_WORD.SERIAL_SHIFT);
 /** A client word with state and pid cleared (serial kept): how FREE is written. */
 const KEEP_SERIAL = U64 & ~CLIENT_STATE_MASK & ~(PID_MASK_N << 2n);
 const NO_RECORD = 0xffff_ffff;
+/** tryPinInput's digest bytes, never read: its words are given. */
+const NO_DIGEST = new Uint8Array(32);
 const { OS_THREAD, OS_THREAD_START } = FALLBACK_CLIENT_FIELD;
 const MAX_LEASE_RECORDS = 1 << 30;
 /** table.c EXACT_EVICTING_RETRIES: how often an exact pin looks again at a slot EVICTING at its generation. */
@@ -322,6 +324,8 @@ export class JsTableHandle implements TableHandle {
   private readonly out32: Uint32Array;
   /** The digest of the current call as 8 little-endian u32 words. */
   private readonly want = new Uint32Array(8);
+  /** Where the wake path writes its digest words for {@link tryPinInput}. */
+  readonly pinInput = new Uint32Array(8);
   /** The device target of the current call: uuid 4 words, arena 2, arena_generation 2, write_seq 2. */
   private readonly target = new Uint32Array(10);
   /** Private pin count per slot. */
@@ -725,6 +729,10 @@ export class JsTableHandle implements TableHandle {
    * leaves one only when a pinner loses a race), and no `contended` from a
    * lost race: the one read's state is reported instead.
    */
+  tryPinInput(): number {
+    return this.tryPin(NO_DIGEST, null, this.pinInput);
+  }
+
   tryPin(digest: Uint8Array, device: Uint8Array | null, words?: Uint32Array): number {
     if (this.closed) return STATUS.ERR_INVALID_ARGUMENT;
     let want = words;

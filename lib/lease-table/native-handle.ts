@@ -92,18 +92,12 @@ export function openNativeHandle(
     capacity: info.capacity,
     clientIndex: info.clientIndex,
     producer: info.producer,
+    // The exchange's digest words, which the bound host pin reads: the wake path writes them here.
+    pinInput: new Uint32Array(exchange.buffer, DIGEST32 * 4, 8),
+    tryPinInput: pinHost,
     tryPin(digest, device, words) {
-      // The host pin with the key's digest words is the wake path: kept small so that V8
-      // inlines it, with the lease object's constructor, into LeaseTable.tryPin.
       if (device !== null || words === undefined || words.length !== 8) return pinOther(digest, device);
-      in32[DIGEST32] = words[0]!;
-      in32[DIGEST32 + 1] = words[1]!;
-      in32[DIGEST32 + 2] = words[2]!;
-      in32[DIGEST32 + 3] = words[3]!;
-      in32[DIGEST32 + 4] = words[4]!;
-      in32[DIGEST32 + 5] = words[5]!;
-      in32[DIGEST32 + 6] = words[6]!;
-      in32[DIGEST32 + 7] = words[7]!;
+      in32.set(words, DIGEST32);
       return pinHost();
     },
     unpin(slot, index, generation) {

@@ -1,5 +1,5 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
-import { assertArtifactKey, keyDigestBytes, keyDigestWords, notAKey, type ArtifactKey } from '../key.js';
+import { assertArtifactKey, keyDigestBytes, keyDigestWordsInto, notAKey, type ArtifactKey } from '../key.js';
 import { isConsumer } from '../consumer.js';
 import { normalizeTarget } from '../device-target.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions, u64OrNull } from '../internal/validate.js';
@@ -504,7 +504,13 @@ export class LeaseTable {
       device = targetOf(want);
       if (device === null) return MISS_INVALID_TARGET;
     }
-    const status = handle.tryPin(digest, device, keyDigestWords(key));
+    let status: number;
+    if (device === null) {
+      keyDigestWordsInto(key, handle.pinInput, 0);
+      status = handle.tryPinInput();
+    } else {
+      status = handle.tryPin(digest, device);
+    }
     if (status !== STATUS.OK) return MISSES[status] ?? MISS_CONTENDED;
     return new TableLease(this, key, consumer, readiness, this.#halves);
   }
@@ -564,13 +570,11 @@ export class LeaseTable {
     } else {
       const into = batch.digestWords;
       for (let i = 0, at = 0; i < n; i++, at += 8) {
-        let words: Uint32Array;
         try {
-          words = keyDigestWords(chunks[i]!);
+          keyDigestWordsInto(chunks[i]!, into, at);
         } catch {
           throw notAKey();
         }
-        for (let k = 0; k < 8; k++) into[at + k] = words[k]!;
       }
     }
     const run = handle.tryPinPrefix(batch.digests, n, device, batch.leases);
