@@ -90,7 +90,8 @@ export const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
 // ignoreBOM keeps a leading U+FEFF, as Buffer's decoder (and the key's writer) does.
 const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
 
-function u32At(bytes: Uint8Array, at: number): number {
+/** The little-endian u32 at `bytes[at..at+4)`. */
+export function u32At(bytes: Uint8Array, at: number): number {
   return (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16) | (bytes[at + 3]! << 24)) >>> 0;
 }
 

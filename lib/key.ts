@@ -9,6 +9,7 @@ import {
   readKeyParts,
   tokensAt,
   tokensOffset,
+  u32At,
   type ArtifactKeyFields,
   type ArtifactKeyPlainFields,
   type ArtifactKeySource,
@@ -45,11 +46,6 @@ const TOP_FIELDS = new Set<string>(['source', 'sourcePageGeneration', 'codec', '
 const U32_MAX = 0xffff_ffff;
 
 const constructing = Symbol('waitprep.artifactKey');
-
-/** Little-endian u32 word `k` of `bytes`, as an int32. */
-function wordAt(bytes: Uint8Array, k: number): number {
-  return bytes[4 * k]! | (bytes[4 * k + 1]! << 8) | (bytes[4 * k + 2]! << 16) | (bytes[4 * k + 3]! << 24);
-}
 
 /** The key's own digest bytes, without a copy: for the lease table's pin path. Never hand it out. */
 export let keyDigestBytes: (key: ArtifactKey) => Uint8Array;
@@ -126,7 +122,7 @@ export function sealKey(encoding: Uint8Array, hex?: string): ArtifactKey {
     : store instanceof ArrayBuffer && store.byteLength === digestOffset(length) + DIGEST_BYTES;
   if (!fits || encoding.byteOffset !== 0) throw new Error('waitprep internal: sealKey() takes a keyStore()');
   const tokensAt = tokensOffset(encoding);
-  const layoutBytes = (encoding[tokensAt - 4]! | (encoding[tokensAt - 3]! << 8) | (encoding[tokensAt - 2]! << 16) | (encoding[tokensAt - 1]! << 24)) >>> 0;
+  const layoutBytes = u32At(encoding, tokensAt - 4);
   return new ArtifactKey(constructing, store, length, hex ?? sha256Hex(encoding), tokensAt, layoutBytes / 4);
 }
 
@@ -189,14 +185,14 @@ export class ArtifactKey {
     const digest = new Uint8Array(digestStore, at, DIGEST_BYTES);
     for (let k = 0; k < DIGEST_BYTES; k++) digest[k] = (nibble(hex.charCodeAt(2 * k)) << 4) | nibble(hex.charCodeAt(2 * k + 1));
     this.#digest = digest;
-    this.#w0 = wordAt(digest, 0);
-    this.#w1 = wordAt(digest, 1);
-    this.#w2 = wordAt(digest, 2);
-    this.#w3 = wordAt(digest, 3);
-    this.#w4 = wordAt(digest, 4);
-    this.#w5 = wordAt(digest, 5);
-    this.#w6 = wordAt(digest, 6);
-    this.#w7 = wordAt(digest, 7);
+    this.#w0 = u32At(digest, 0) | 0;
+    this.#w1 = u32At(digest, 4) | 0;
+    this.#w2 = u32At(digest, 8) | 0;
+    this.#w3 = u32At(digest, 12) | 0;
+    this.#w4 = u32At(digest, 16) | 0;
+    this.#w5 = u32At(digest, 20) | 0;
+    this.#w6 = u32At(digest, 24) | 0;
+    this.#w7 = u32At(digest, 28) | 0;
     this.#hashWord = (this.#w0 ^ Math.imul(this.#w1, 0x9e3779b1)) >> 1;
     this.#length = length;
     this.#tokensAt = tokensAt;
@@ -584,7 +580,7 @@ export function decodeArtifactKey(bytes: Uint8Array): ArtifactKey {
   const wrong = (field: string, offset: number, expected: string, got: string): never => {
     throw new WaitprepError('ERR_INVALID_KEY', `Expected the key bytes at offset ${offset} (${field}) to be ${expected}, got ${got}`, { field });
   };
-  const u32At = (offset: number): number => input.readUInt32LE(offset);
+  const readU32 = (offset: number): number => input.readUInt32LE(offset);
 
   const magic = KEY_ENCODING_MAGIC.length;
   if (end < magic || !input.subarray(0, magic).equals(KEY_ENCODING_MAGIC)) {
@@ -603,7 +599,7 @@ export function decodeArtifactKey(bytes: Uint8Array): ArtifactKey {
       const what = FIELD_NAMES[got] === undefined ? 'no field' : FIELD_NAMES[got];
       wrong(name, at, `tag 0x${tag.toString(16).padStart(2, '0')}`, `tag 0x${got.toString(16).padStart(2, '0')} (${what})`);
     }
-    const length = u32At(at + 1);
+    const length = readU32(at + 1);
     at += FIELD_HEADER;
     if (length > end - at) wrong(name, at, `a payload of ${length} bytes`, `${end - at} bytes before the end (truncated)`);
     return length;
@@ -633,7 +629,7 @@ export function decodeArtifactKey(bytes: Uint8Array): ArtifactKey {
   /** One length-prefixed run inside the `extra` payload, checked; returns its bytes. */
   const extraRun = (name: string, allowEmpty: boolean): Buffer => {
     if (extraEnd - at < 4) wrong(name, at, 'a u32le length inside the extra payload', `${extraEnd - at} bytes left of it`);
-    const length = u32At(at);
+    const length = readU32(at);
     at += 4;
     if (length > extraEnd - at) wrong(name, at, `${length} bytes inside the extra payload`, `${extraEnd - at} left of it`);
     const start = at;
