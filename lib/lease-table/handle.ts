@@ -15,8 +15,7 @@ export interface TableHandle {
   readonly clientIndex: number;
   readonly producer: boolean;
   /** `device` is null for host readiness, else a 40-byte wp_device_record (uuid, arena, arena_generation, write_seq). */
-  /** `words`: the same digest as 8 little-endian u32 words when the caller has them (the fallback then decodes nothing). */
-  tryPin(digest: Uint8Array, device: Uint8Array | null, words?: Uint32Array): number;
+  tryPin(digest: Uint8Array, device: Uint8Array | null): number;
   /**
    * The wake path's host pin, in two steps that copy the digest once: the caller writes the
    * digest's 8 little-endian u32 words into `pinInput`, then calls `tryPinInput()`, which is

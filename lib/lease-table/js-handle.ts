@@ -711,6 +711,11 @@ export class JsTableHandle implements TableHandle {
     return true;
   }
 
+  /** tryPin of the digest words in {@link pinInput}, host readiness: the wake path. */
+  tryPinInput(): number {
+    return this.tryPin(NO_DIGEST, null, this.pinInput);
+  }
+
   /**
    * try_pin, with the pinner's half of the Dekker handshake in the other order
    * of its two reads: table.c loads the state (acquire), publishes the pin bit,
@@ -727,12 +732,9 @@ export class JsTableHandle implements TableHandle {
    * brief stray bit on a slot that turns out not to be READY (`preparing` and
    * `evicting` misses), which an evictor reads as "pinned, retry" (table.c
    * leaves one only when a pinner loses a race), and no `contended` from a
-   * lost race: the one read's state is reported instead.
+   * lost race: the one read's state is reported instead. `words`, when given, is the digest as
+   * 8 little-endian u32 words (tryPinInput, tryPinPrefix), and `digest` is then not read.
    */
-  tryPinInput(): number {
-    return this.tryPin(NO_DIGEST, null, this.pinInput);
-  }
-
   tryPin(digest: Uint8Array, device: Uint8Array | null, words?: Uint32Array): number {
     if (this.closed) return STATUS.ERR_INVALID_ARGUMENT;
     let want = words;

@@ -77,15 +77,6 @@ export function openNativeHandle(
   const DEVICE8 = EXCHANGE.DEVICE * 8;
   const SLOT32 = EXCHANGE.UNPIN_SLOT * 2;
   const TOKEN32 = EXCHANGE.UNPIN_TOKEN * 2;
-  /** A pin from digest bytes, or against a device target. */
-  const pinOther = (digest: Uint8Array, device: Uint8Array | null): number => {
-    if (digest.length !== 32) return STATUS_INVALID;
-    in8.set(digest, DIGEST32 * 4);
-    if (device === null) return pinHost();
-    if (device.length !== 40) return STATUS_INVALID;
-    in8.set(device, DEVICE8);
-    return pinDevice();
-  };
   // `exchange` stays private to this handle and is never detached: the addon keeps a pointer to it.
   const handle: TableHandle = {
     out: exchange,
@@ -95,10 +86,14 @@ export function openNativeHandle(
     // The exchange's digest words, which the bound host pin reads: the wake path writes them here.
     pinInput: new Uint32Array(exchange.buffer, DIGEST32 * 4, 8),
     tryPinInput: pinHost,
-    tryPin(digest, device, words) {
-      if (device !== null || words === undefined || words.length !== 8) return pinOther(digest, device);
-      in32.set(words, DIGEST32);
-      return pinHost();
+    // A pin from digest bytes (a host pin from words is pinInput + tryPinInput), or against a device target.
+    tryPin(digest, device) {
+      if (digest.length !== 32) return STATUS_INVALID;
+      in8.set(digest, DIGEST32 * 4);
+      if (device === null) return pinHost();
+      if (device.length !== 40) return STATUS_INVALID;
+      in8.set(device, DEVICE8);
+      return pinDevice();
     },
     unpin(slot, index, generation) {
       in32[SLOT32] = slot;

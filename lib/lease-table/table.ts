@@ -193,10 +193,8 @@ let releasePin: (table: LeaseTable, slot: number, tokenIndex: number, tokenGener
 let leaseTableOf: (lease: unknown) => LeaseTable | null | undefined;
 let detachLease: (lease: TableLease | TableDigestLease, tokens: Uint32Array, at: number) => void;
 
-/** Whether `lease` is a lease this module made for a key (its fields are known good). */
-export function isTableLease(lease: object): boolean {
-  return TableLease.made(lease);
-}
+/** Whether `lease` is a lease this module made for a key (its fields are known good); set by TableLease's static block. */
+export let isTableLease: (lease: object) => boolean;
 
 const CLOSED_LEASE_TOKEN = 'handoffToken(): the lease is closed; a token is handed over only while its lease is held (docs/lease-table.md, "Handing a lease to another process")';
 
@@ -285,12 +283,8 @@ class TableLease implements Lease {
     return formatHandoffToken(table.name, this.#slot, this.generation, this.key.hex);
   }
 
-  /** Whether `value` is a lease of this class (a brand check: `#table` is its own). */
-  static made(value: object): boolean {
-    return #table in value;
-  }
-
   static {
+    isTableLease = (lease) => #table in lease;
     leaseTableOf = (lease) =>
       typeof lease === 'object' && lease !== null && #table in lease ? (lease as TableLease).#table : TableDigestLease.tableOf(lease);
     detachLease = (lease, tokens, at) => {
