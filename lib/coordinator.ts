@@ -780,7 +780,7 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
     const { engine, request } = slots.consumer(slot);
     // V8 rebuilds a map's table in its runtime (C++, a fresh allocation) when a delete leaves the
     // map under a quarter full, as deleting the last entry of a small map does. That is cold code
-    // on a wake after an idle: about 4 µs here (docs/benchmarks.md). So an engine's last wait
+    // on a wake after an idle (docs/benchmarks.md, third window). So an engine's last wait
     // drops the engine's map whole, and the engine map itself is never emptied.
     const requests = this.#byEngine.get(engine)!;
     if (requests.size === 1) this.#byEngine.delete(engine);

@@ -53,7 +53,7 @@ export let keyDigestBytes: (key: ArtifactKey) => Uint8Array;
  * Writes the digest as 8 little-endian u32 words at `into[at..at+8)`: the words the lease table's
  * lookup compares. They are read from the key object itself, where they sit as small integers
  * beside the digest's reference, so a pin of a cold key reads no other object for them (a view
- * of the store would cost two more cache misses: the view, then its memory). Throws `TypeError`
+ * of the store would be two more reads: the view, then its memory). Throws `TypeError`
  * for a value that is no key.
  */
 export let keyDigestWordsInto: (key: ArtifactKey, into: Uint32Array, at: number) => void;
