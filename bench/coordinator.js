@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Cost of one full coordinator cycle (onWait, beginNext, complete, onWake,
-// lease close) with N consumers already waiting, and heap bytes per waiting
+// lease close) with N consumers already waiting, and bytes per waiting
 // consumer. Each size runs in a fresh process (node --expose-gc).
 //
 //   npm run bench:coordinator                 table
@@ -75,7 +75,7 @@ async function main() {
     return;
   }
   console.log(`waitprep coordinator cycle — ${env.date}, ${env.cpu} (${env.cores} cores), Node ${env.node}`);
-  console.table(results.map((r) => ({ waiting: r.waiting, tickets: r.tickets, 'cycle ns': r.cycle_ns, 'CPU ns': r.cycle_cpu_ns, 'of which GC ns': r.gc_ns, 'harness ns': r.harness_ns, 'alloc floor ns': r.alloc_floor_ns, 'bytes/waiting': r.bytes_per_waiting, cycles: r.cycles, runs: r.runs })));
+  console.table(results.map((r) => ({ waiting: r.waiting, tickets: r.tickets, 'cycle ns': r.cycle_ns, 'CPU ns': r.cycle_cpu_ns, 'of which GC ns': r.gc_ns, 'harness ns': r.harness_ns, 'alloc floor ns': r.alloc_floor_ns, 'heap B/waiting': r.bytes_per_waiting, 'ArrayBuffer B/waiting': r.array_buffer_bytes_per_waiting, 'total B/waiting': r.total_bytes_per_waiting, cycles: r.cycles, runs: r.runs })));
   for (const tickets of forms) {
     const rows = results.filter((r) => r.tickets === tickets);
     const first = rows[0];
@@ -101,18 +101,23 @@ async function measure(waiting, cycles, form) {
   // strings) and the ticket array were allocated before the baseline, so they
   // are not counted; the tickets the coordinator issues are.
   const callers = Array.from({ length: waiting }, (_, i) => consumer(i));
-  const heap = () => {
+  // The coordinator's typed arrays (wait slots, demand records, their index) keep their memory
+  // outside the JS heap, in ArrayBuffer backing stores: `heapUsed` does not count them, so they
+  // are counted apart (`arrayBuffers`) and in the total.
+  const memory = () => {
     for (let i = 0; i < 4; i++) globalThis.gc();
-    return process.memoryUsage().heapUsed;
+    const { heapUsed, arrayBuffers } = process.memoryUsage();
+    return { heapUsed, arrayBuffers };
   };
-  const before = heap();
+  const before = memory();
   for (let i = 0; i < waiting; i++) {
     const admission = coordinator.onWait(callers[i], keys[i]);
     if (admission.status !== 'queued') throw new Error(`fill: expected queued, got ${admission.status}`);
     tickets[i] = admission.ticket;
   }
-  const after = heap();
-  const bytesPerWaiting = Math.round((after - before) / waiting);
+  const after = memory();
+  const bytesPerWaiting = Math.round((after.heapUsed - before.heapUsed) / waiting);
+  const bufferBytesPerWaiting = Math.round((after.arrayBuffers - before.arrayBuffers) / waiting);
   callers.length = 0;
 
   let next = waiting; // ring index of the next new wait
@@ -169,7 +174,7 @@ async function measure(waiting, cycles, form) {
   if (stats.waiting !== waiting || stats.queued !== waiting || stats.hits !== warmup + cycles || stats.inFlight !== 0) {
     throw new Error(`bench miscounted: ${JSON.stringify(stats)}`);
   }
-  return { waiting, cycle_ns: Math.round(elapsed / cycles), cycle_cpu_ns: Math.round(((cpu.user + cpu.system) * 1000) / cycles), gc_ns: Math.round(gcNs / cycles), harness_ns: Math.round(harnessNs), alloc_floor_ns: allocFloorNs, bytes_per_waiting: bytesPerWaiting, tickets: form };
+  return { waiting, cycle_ns: Math.round(elapsed / cycles), cycle_cpu_ns: Math.round(((cpu.user + cpu.system) * 1000) / cycles), gc_ns: Math.round(gcNs / cycles), harness_ns: Math.round(harnessNs), alloc_floor_ns: allocFloorNs, bytes_per_waiting: bytesPerWaiting, array_buffer_bytes_per_waiting: bufferBytesPerWaiting, total_bytes_per_waiting: bytesPerWaiting + bufferBytesPerWaiting, tickets: form };
 }
 
 /**

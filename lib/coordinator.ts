@@ -26,7 +26,7 @@ import { checkConsumer } from './consumer.js';
 import { normalizeTarget } from './device-target.js';
 import { isObject, nonNegativeInteger, ownField, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { MISS } from './miss-reasons.js';
-import { COMPLETED, FAILED, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
+import { COMPLETED, FAILED, HOST, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
 import { WaitSlots, firstTicketNumber } from './internal/wait-slots.js';
 import { isTableLease } from './lease-table/table.js';
 import type {
@@ -145,8 +145,6 @@ const MAX_IN_FLIGHT_LIMIT = 1024;
 
 /** The most consumers a coordinator can hold; wait slots and demand records are Int32-numbered. */
 const MAX_WAITING_LIMIT = 1_000_000_000;
-
-const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 
 function rejected(reason: string): WaitAdmission<never> {
   return Object.freeze({ status: 'rejected', reason });

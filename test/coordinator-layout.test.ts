@@ -7,12 +7,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { normalizeTarget } from '../lib/device-target.js';
-import { DemandTable, NONE } from '../lib/internal/demand-table.js';
+import { DemandTable, HOST, NONE } from '../lib/internal/demand-table.js';
 import { WaitSlots, firstTicketNumber } from '../lib/internal/wait-slots.js';
 import type { ArtifactKey, Consumer, ReadinessRequest } from '../lib/index.js';
 import { GRANT, TARGET_A, TARGET_B, consumer as consumerOf, makeKey, setup, ticketOf } from './helpers.js';
 
-const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 const device = (target: unknown): ReadinessRequest => Object.freeze({ readiness: 'device', target: normalizeTarget(target)! });
 const RANDOM = new Uint8Array(11).fill(5);
 

@@ -4,9 +4,11 @@
  * docs/coordinator.md § Layout draws both.
  *
  * A demand is a record number. Its integer fields live in one `Int32Array`, four to a record
- * (16 bytes: with the array's memory aligned, as V8 aligns it today, a record never straddles a cache line); its key and readiness request sit side
- * by side in one plain array, and its identity hash in another `Int32Array`, each under the same
- * number. Free records form a list through their `next` field.
+ * (16 bytes: with the array's memory aligned, as V8 aligns it today, a record never straddles a cache line); its key in one plain array
+ * and its identity hash in another `Int32Array`, each under the same number. Its readiness request
+ * is {@link HOST} unless the record's device flag is set; a device request is kept in a map by
+ * record number (a host demand, the common one, spends nothing on it). Free records form a list
+ * through their `next` field.
  * Nothing here knows the coordinator's rules: it stores, finds and links.
  */
 import { keyHashWord, type ArtifactKey } from '../key.js';
@@ -16,6 +18,9 @@ import type { ReadinessRequest } from '../types.js';
 
 /** No record: an empty link or a lookup that found nothing. */
 export const NONE = -1;
+
+/** The readiness request of every host demand: one frozen object, which the coordinator shares. */
+export const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 
 /** A demand's state: in no list, in the FIFO, or issued to a worker. */
 export const IDLE = 0;
@@ -54,8 +59,10 @@ export class DemandTable {
   #fields: Int32Array;
   /** Each record's identity hash, so a removal finds its index slot without reading the key. */
   #hashes: Int32Array;
-  /** Key at `2 * demand`, readiness request at `2 * demand + 1`: one cache line for both. */
-  readonly #refs: (ArtifactKey | ReadinessRequest | undefined)[] = [];
+  /** Each record's key; as long as the records (grown with them, so it holds no spare room). */
+  #keys: (ArtifactKey | undefined)[];
+  /** The readiness request of each device demand (flagged in its record); host demands have {@link HOST}. */
+  readonly #deviceWants = new Map<number, ReadinessRequest>();
   readonly #limit: number;
   /** Records ever handed out; below it, a record is live or on the free list. */
   #used = 0;
@@ -79,6 +86,7 @@ export class DemandTable {
     this.#seed = seed | 0;
     this.#fields = new Int32Array(STRIDE * Math.min(MIN_RECORDS, Math.max(limit, 1)));
     this.#hashes = new Int32Array(this.#fields.length / STRIDE);
+    this.#keys = emptyRefs<ArtifactKey>(this.#hashes.length);
     this.#slots = new Int32Array(2 * MIN_SLOTS);
     this.#mask = MIN_SLOTS - 1;
   }
@@ -129,8 +137,8 @@ export class DemandTable {
     fields[base + PREV] = NONE;
     fields[base + NEXT] = NONE;
     fields[base + FLAGS] = want.readiness === 'device' ? DEVICE_FLAG : 0;
-    this.#refs[2 * demand] = key;
-    this.#refs[2 * demand + 1] = want;
+    this.#keys[demand] = key;
+    if (want.readiness === 'device') this.#deviceWants.set(demand, want);
     this.#hashes[demand] = hash;
     if (2 * (this.#count + 1) > this.#mask + 1) this.#growIndex();
     this.#insert(hash, demand);
@@ -157,19 +165,19 @@ export class DemandTable {
     }
     slots[2 * hole] = 0;
     slots[2 * hole + 1] = 0;
-    this.#refs[2 * demand] = undefined;
-    this.#refs[2 * demand + 1] = undefined;
+    this.#keys[demand] = undefined;
+    if (this.isDevice(demand)) this.#deviceWants.delete(demand);
     this.#fields[STRIDE * demand + NEXT] = this.#free;
     this.#free = demand;
     this.#count--;
   }
 
   key(demand: number): ArtifactKey {
-    return this.#refs[2 * demand] as ArtifactKey;
+    return this.#keys[demand]!;
   }
 
   want(demand: number): ReadinessRequest {
-    return this.#refs[2 * demand + 1] as ReadinessRequest;
+    return this.isDevice(demand) ? this.#deviceWants.get(demand)! : HOST;
   }
 
   isDevice(demand: number): boolean {
@@ -251,6 +259,9 @@ export class DemandTable {
     const hashes = new Int32Array(records);
     hashes.set(this.#hashes);
     this.#hashes = hashes;
+    const keys = emptyRefs<ArtifactKey>(records);
+    for (let demand = 0; demand < this.#used; demand++) keys[demand] = this.#keys[demand];
+    this.#keys = keys;
   }
 
   #growIndex(): void {
@@ -261,6 +272,14 @@ export class DemandTable {
       if (old[at + 1] !== 0) this.#insert(old[at]!, old[at + 1]! - 1);
     }
   }
+}
+
+/**
+ * `count` empty entries in a packed array of exactly that length: one that grew by appends keeps up
+ * to half again as much spare room, and a `new Array(count)` is holey (and, large, a dictionary).
+ */
+export function emptyRefs<T>(count: number): (T | undefined)[] {
+  return Array.from<T | undefined>({ length: count });
 }
 
 /** A device target's hash: its UUID's characters and the low words of its arena and generation. */

@@ -6,7 +6,7 @@
  * by comparing one number.
  */
 import type { Consumer } from '../types.js';
-import { NONE } from './demand-table.js';
+import { NONE, emptyRefs } from './demand-table.js';
 
 /** The number of a free slot: issued numbers are never 0. */
 const FREE = 0;
@@ -45,7 +45,7 @@ export class WaitSlots {
    * the demand it waits on.
    */
   #numbers: Float64Array;
-  #consumers: (Consumer | undefined)[] = emptySlots(MIN_SLOTS);
+  #consumers: (Consumer | undefined)[] = emptyRefs<Consumer>(MIN_SLOTS);
   /** Slots minus one: a power of two, at least twice the live waits. */
   #mask: number;
   readonly #limit: number;
@@ -175,7 +175,7 @@ export class WaitSlots {
     const slots = this.#mask + 1;
     if (2 * slots > MAX_SLOTS) throw new RangeError(`WaitSlots: more than ${MAX_SLOTS} slots`);
     const numbers = new Float64Array(4 * slots);
-    const consumers = emptySlots(2 * slots);
+    const consumers = emptyRefs<Consumer>(2 * slots);
     const mask = 2 * slots - 1;
     const moved: number[] = [];
     for (let slot = 0; slot < slots; slot++) {
@@ -192,13 +192,6 @@ export class WaitSlots {
     this.#mask = mask;
     for (const slot of moved) this.#moved(consumers[slot]!, slot);
   }
-}
-
-/** `count` empty consumer slots, filled by push: V8 makes a large `new Array(count)` a slow dictionary. */
-function emptySlots(count: number): (Consumer | undefined)[] {
-  const slots: (Consumer | undefined)[] = [];
-  for (let slot = 0; slot < count; slot++) slots.push(undefined);
-  return slots;
 }
 
 /** The base-64 number `ticket[from, to)` spells (at most 5 digits), or -1 for a character that is no digit. */
