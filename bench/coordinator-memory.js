@@ -13,8 +13,8 @@
 // - wait slots: the ticket-number table (WaitSlots: a Float64Array of number and demand per slot,
 //   and the array of consumer copies beside it), at least twice as many slots as waits;
 // - (engine, request) map: one engine's Map from request to wait slot;
-// - demand records: the DemandTable (Int32 fields, hashes and index, the array of keys and
-//   readiness requests), one demand per wait, as bench:coordinator has;
+// - demand records: the DemandTable (Int32 fields, hashes and index, the array of keys; host
+//   demands share one readiness request), one host demand per wait, as bench:coordinator has;
 // - ticket: a numeric ticket as the caller holds it in an array (above 2^31, so a heap number).
 // Not counted: the keys and the callers' consumer objects (made before each baseline), as in
 // bench:coordinator.
@@ -22,6 +22,7 @@ import { WaitCoordinator } from 'waitprep';
 import { checkConsumer } from '../dist/consumer.js';
 import { WaitSlots, firstTicketNumber } from '../dist/internal/wait-slots.js';
 import { DemandTable } from '../dist/internal/demand-table.js';
+import { HOST } from '../dist/internal/host.js';
 import { benchEnv, benchKey, commandLine, stubBackend } from './common.js';
 
 const { flag, option } = commandLine();
@@ -39,14 +40,14 @@ const measure = (build) => {
   const before = memory();
   const kept = build();
   const after = memory();
-  const heap = (after.heapUsed - before.heapUsed) / waiting;
-  const buffers = (after.arrayBuffers - before.arrayBuffers) / waiting;
-  return { kept, row: { heap: Math.round(heap), array_buffers: Math.round(buffers), total: Math.round(heap + buffers) } };
+  // Rounded each, and the total is their sum, so the rows add up as printed.
+  const heap = Math.round((after.heapUsed - before.heapUsed) / waiting);
+  const buffers = Math.round((after.arrayBuffers - before.arrayBuffers) / waiting);
+  return { kept, row: { heap, array_buffers: buffers, total: heap + buffers } };
 };
 
 const keys = Array.from({ length: waiting }, (_, i) => benchKey(i));
 const callers = Array.from({ length: waiting }, (_, i) => ({ engine: 'engine-0', request: `req-${i}`, generation: 0 }));
-const HOST = Object.freeze({ readiness: 'host' });
 const parts = {};
 
 // The copies, into an array made (and sized) before the baseline, so only the copies count.

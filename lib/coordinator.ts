@@ -26,7 +26,8 @@ import { checkConsumer } from './consumer.js';
 import { normalizeTarget } from './device-target.js';
 import { isObject, nonNegativeInteger, ownField, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { MISS } from './miss-reasons.js';
-import { COMPLETED, FAILED, HOST, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
+import { COMPLETED, FAILED, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
+import { HOST } from './internal/host.js';
 import { WaitSlots, firstTicketNumber } from './internal/wait-slots.js';
 import { isTableLease } from './lease-table/table.js';
 import type {

@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { normalizeTarget } from '../lib/device-target.js';
-import { DemandTable, HOST, NONE } from '../lib/internal/demand-table.js';
+import { DemandTable, NONE } from '../lib/internal/demand-table.js';
+import { HOST } from '../lib/internal/host.js';
 import { WaitSlots, firstTicketNumber } from '../lib/internal/wait-slots.js';
 import type { ArtifactKey, Consumer, ReadinessRequest } from '../lib/index.js';
 import { GRANT, TARGET_A, TARGET_B, consumer as consumerOf, makeKey, setup, ticketOf } from './helpers.js';

@@ -6,21 +6,21 @@
  * A demand is a record number. Its integer fields live in one `Int32Array`, four to a record
  * (16 bytes: with the array's memory aligned, as V8 aligns it today, a record never straddles a cache line); its key in one plain array
  * and its identity hash in another `Int32Array`, each under the same number. Its readiness request
- * is {@link HOST} unless the record's device flag is set; a device request is kept in a map by
- * record number (a host demand, the common one, spends nothing on it). Free records form a list
- * through their `next` field.
+ * is the package's one {@link HOST} unless the record's device flag is set; device requests are
+ * kept in a further array under the same number, made when the first device demand arrives (a
+ * coordinator with host demands only spends nothing on them). Free records form a list through
+ * their `next` field.
  * Nothing here knows the coordinator's rules: it stores, finds and links.
  */
 import { keyHashWord, type ArtifactKey } from '../key.js';
 import type { NormalizedTarget } from '../device-target.js';
 import { fnv1a, fnv1aWord } from './fnv1a.js';
+import { HOST } from './host.js';
+import { packedArray } from './packed-array.js';
 import type { ReadinessRequest } from '../types.js';
 
 /** No record: an empty link or a lookup that found nothing. */
 export const NONE = -1;
-
-/** The readiness request of every host demand: one frozen object, which the coordinator shares. */
-export const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 
 /** A demand's state: in no list, in the FIFO, or issued to a worker. */
 export const IDLE = 0;
@@ -61,8 +61,8 @@ export class DemandTable {
   #hashes: Int32Array;
   /** Each record's key; as long as the records (grown with them, so it holds no spare room). */
   #keys: (ArtifactKey | undefined)[];
-  /** The readiness request of each device demand (flagged in its record); host demands have {@link HOST}. */
-  readonly #deviceWants = new Map<number, ReadinessRequest>();
+  /** Each device demand's readiness request (flagged in its record), `null` until the first one; host demands have {@link HOST}. */
+  #deviceWants: (ReadinessRequest | undefined)[] | null = null;
   readonly #limit: number;
   /** Records ever handed out; below it, a record is live or on the free list. */
   #used = 0;
@@ -86,7 +86,7 @@ export class DemandTable {
     this.#seed = seed | 0;
     this.#fields = new Int32Array(STRIDE * Math.min(MIN_RECORDS, Math.max(limit, 1)));
     this.#hashes = new Int32Array(this.#fields.length / STRIDE);
-    this.#keys = emptyRefs<ArtifactKey>(this.#hashes.length);
+    this.#keys = packedArray<ArtifactKey>(this.#hashes.length);
     this.#slots = new Int32Array(2 * MIN_SLOTS);
     this.#mask = MIN_SLOTS - 1;
   }
@@ -138,7 +138,7 @@ export class DemandTable {
     fields[base + NEXT] = NONE;
     fields[base + FLAGS] = want.readiness === 'device' ? DEVICE_FLAG : 0;
     this.#keys[demand] = key;
-    if (want.readiness === 'device') this.#deviceWants.set(demand, want);
+    if (want.readiness === 'device') (this.#deviceWants ??= packedArray<ReadinessRequest>(this.#keys.length))[demand] = want;
     this.#hashes[demand] = hash;
     if (2 * (this.#count + 1) > this.#mask + 1) this.#growIndex();
     this.#insert(hash, demand);
@@ -166,7 +166,7 @@ export class DemandTable {
     slots[2 * hole] = 0;
     slots[2 * hole + 1] = 0;
     this.#keys[demand] = undefined;
-    if (this.isDevice(demand)) this.#deviceWants.delete(demand);
+    if (this.isDevice(demand)) this.#deviceWants![demand] = undefined;
     this.#fields[STRIDE * demand + NEXT] = this.#free;
     this.#free = demand;
     this.#count--;
@@ -177,7 +177,7 @@ export class DemandTable {
   }
 
   want(demand: number): ReadinessRequest {
-    return this.isDevice(demand) ? this.#deviceWants.get(demand)! : HOST;
+    return this.isDevice(demand) ? this.#deviceWants![demand]! : HOST;
   }
 
   isDevice(demand: number): boolean {
@@ -259,9 +259,15 @@ export class DemandTable {
     const hashes = new Int32Array(records);
     hashes.set(this.#hashes);
     this.#hashes = hashes;
-    const keys = emptyRefs<ArtifactKey>(records);
+    const keys = packedArray<ArtifactKey>(records);
     for (let demand = 0; demand < this.#used; demand++) keys[demand] = this.#keys[demand];
     this.#keys = keys;
+    const old = this.#deviceWants;
+    if (old !== null) {
+      const wants = packedArray<ReadinessRequest>(records);
+      for (let demand = 0; demand < this.#used; demand++) wants[demand] = old[demand];
+      this.#deviceWants = wants;
+    }
   }
 
   #growIndex(): void {
@@ -272,14 +278,6 @@ export class DemandTable {
       if (old[at + 1] !== 0) this.#insert(old[at]!, old[at + 1]! - 1);
     }
   }
-}
-
-/**
- * `count` empty entries in a packed array of exactly that length: one that grew by appends keeps up
- * to half again as much spare room, and a `new Array(count)` is holey (and, large, a dictionary).
- */
-export function emptyRefs<T>(count: number): (T | undefined)[] {
-  return Array.from<T | undefined>({ length: count });
 }
 
 /** A device target's hash: its UUID's characters and the low words of its arena and generation. */

@@ -6,7 +6,8 @@
  * by comparing one number.
  */
 import type { Consumer } from '../types.js';
-import { NONE, emptyRefs } from './demand-table.js';
+import { NONE } from './demand-table.js';
+import { packedArray } from './packed-array.js';
 
 /** The number of a free slot: issued numbers are never 0. */
 const FREE = 0;
@@ -45,7 +46,7 @@ export class WaitSlots {
    * the demand it waits on.
    */
   #numbers: Float64Array;
-  #consumers: (Consumer | undefined)[] = emptyRefs<Consumer>(MIN_SLOTS);
+  #consumers: (Consumer | undefined)[] = packedArray<Consumer>(MIN_SLOTS);
   /** Slots minus one: a power of two, at least twice the live waits. */
   #mask: number;
   readonly #limit: number;
@@ -175,7 +176,7 @@ export class WaitSlots {
     const slots = this.#mask + 1;
     if (2 * slots > MAX_SLOTS) throw new RangeError(`WaitSlots: more than ${MAX_SLOTS} slots`);
     const numbers = new Float64Array(4 * slots);
-    const consumers = emptyRefs<Consumer>(2 * slots);
+    const consumers = packedArray<Consumer>(2 * slots);
     const mask = 2 * slots - 1;
     const moved: number[] = [];
     for (let slot = 0; slot < slots; slot++) {

@@ -3,6 +3,7 @@ import { assertArtifactKey, keyDigestBytes, keyDigestWordsInto, notAKey, type Ar
 import { isConsumer } from '../consumer.js';
 import { normalizeTarget } from '../device-target.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions, u64OrNull } from '../internal/validate.js';
+import { HOST } from '../internal/host.js';
 import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
 import { nativeAddon, nativeUnavailableError } from '../native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, LeaseTableMeta, Miss, Readiness, ReadinessRequest } from '../types.js';
@@ -797,7 +798,6 @@ export class LeaseTable {
   }
 }
 
-const HOST: ReadinessRequest = Object.freeze({ readiness: 'host' });
 /**
  * A slot's generation has 56 bits (layout.ts: the state word is state | generation << 8), so a
  * reservation's generation at or past 2^56 would wrap onto a live slot's word: it is refused.

@@ -12,7 +12,8 @@
  *   test_core prefixbench  a benchmark: a 128-chunk prefix through wp_try_pin_prefix against 128
  *                       single pins [iterations per round, default 10^5]
  *   test_core coldbench  a benchmark: pins of random READY keys in a large table at 25%, 50% and
- *                       75% load, and a dependent random load over 1 GiB beside it
+ *                       75% load (independent pins, then each waiting for the last), and a
+ *                       dependent random load over 1 GiB beside it
  *                       [capacity, default 2^20; pins per round, default 10^6; MiB chased, 1024]
  *   test_core reap      a forked child pins, is SIGKILLed, and is reaped
  *   test_core reaper    a reaper is SIGKILLed mid-reap; the next reap finishes its work
@@ -744,7 +745,8 @@ static double chase_ns(size_t bytes, int huge, unsigned long long loads) {
  * reserves that found their 8-slot window full, a fill from empty, not a steady churn), then one
  * thread pins and unpins the published keys in a shuffled order through a WP_OPEN_SINGLE_THREAD
  * handle (as the addon opens it): the digests are read in sequence, the slots at random, so the
- * figure is the protocol on a cold slot. Beside it, the pointer chase over 1 GiB on this
+ * figure is the protocol on a cold slot; once with independent pins and once with each pin
+ * waiting for the last (see the loop). Beside it, the pointer chase over 1 GiB on this
  * machine's default pages and on 2 MiB pages (`chase_mib`, 1 GiB unless CI asks for less).
  * Thread CPU time, median of 5 rounds. bench:pin's
  * cold-slot rows are read against this; docs/benchmarks.md records the figures. */
@@ -786,10 +788,10 @@ static void bench_cold(uint32_t capacity, unsigned long long pins, size_t chase_
       memcpy(digests[j], t, 32);
     }
     /* Two loops over the same keys. `independent`: the next pin's digest and slot do not depend
-     * on the last pin, so the CPU overlaps several pins' cache misses (a throughput, which can be
-     * below one DRAM load). `dependent`: the next digest's index is XORed with a term from the
-     * last lease's size (4096 >> 40, always 0, which the compiler cannot know: a data dependency,
-     * not a branch the CPU could predict past), so each pin waits for
+     * on the last pin, so the CPU may overlap several pins' cache misses (then the figure is a
+     * throughput, which can be below one memory access). `dependent`: the next digest's index is
+     * XORed with a term from the last lease's size (4096 >> 40, always 0, which the compiler cannot
+     * know: a data dependency, not a branch the CPU could predict past), so each pin waits for
      * the last one's slot: a latency, as one wake meets it. */
     double round_ns[2][ROUNDS];
     for (int dependent = 0; dependent < 2; dependent++) {
