@@ -328,8 +328,15 @@ export class JsTableHandle implements TableHandle {
   readonly pinInput = new Uint32Array(8);
   /** The device target of the current call: uuid 4 words, arena 2, arena_generation 2, write_seq 2. */
   private readonly target = new Uint32Array(10);
-  /** Private pin count per slot. */
+  /**
+   * Per slot, this handle's leases on it beyond the first (table.c `pins`). Whether it holds a
+   * first one is its own bit in the slot's mask, which only this handle (or, once it is dead, its
+   * reaper) sets and clears, together with these counts: so a pin and an unpin of a slot held
+   * once touch only the slot's own line, not this array of `capacity` entries.
+   */
   private readonly pins: Uint32Array;
+  /** Slots whose count in `pins` is above zero (table.c `multi`); while 0, no unpin reads `pins`. */
+  private multi = 0;
   // The lease records (table.c lease_record), one entry per array.
   private leaseSlot = new Uint32Array(0);
   private leaseGen = new Uint32Array(0);
@@ -616,6 +623,7 @@ export class JsTableHandle implements TableHandle {
     openInWorker.delete(this);
     this.releaseClientPins(this.client);
     this.pins.fill(0);
+    this.multi = 0;
     if (this.isProducer && Atomics.load(this.u64, HDR.PRODUCER >> 3) === this.producerWord()) {
       // Still the producer (not reaped in between): abandon our reservations, then let go.
       this.settleProducerSlots();
@@ -744,7 +752,6 @@ export class JsTableHandle implements TableHandle {
     }
     if (device !== null && !this.loadTarget(device)) return STATUS.ERR_INVALID_ARGUMENT;
     const u32 = this.u32;
-    const pins = this.pins;
     const want0 = want[0]!;
     const head = want0 | 0; // an int32, so the probe compares integers (see digestMatches)
     const choices = this.choices;
@@ -758,13 +765,14 @@ export class JsTableHandle implements TableHandle {
         // hold our key now, so skipping it is the same as digest_equals failing a moment later.
         // A match decides nothing.
         if ((u32[base + DIGEST_U32]! | 0) !== head) continue;
-        if (pins[slot]! > 0) {
+        const maskHalf = base + MASK_U32 + this.bitHalf;
+        // A plain read of our own bit: only this handle writes it (see `pins`).
+        if ((u32[maskHalf]! & this.bit32) !== 0) {
           // We already hold this slot: it cannot be evicted or reused until we unpin, so its
           // digest is stable and decides alone (it may show EVICTING for a moment; count++).
           if (!digestMatches(u32, base, want)) continue;
           return this.finishPin(slot, base, device, true);
         }
-        const maskHalf = base + MASK_U32 + this.bitHalf;
         Atomics.or(u32, maskHalf, this.bit32);
         const sg = Atomics.load(this.u64, base >> 1);
         const state = sg & STATE_MASK;
@@ -791,7 +799,12 @@ export class JsTableHandle implements TableHandle {
       if (!held) Atomics.and(this.u32, base + MASK_U32 + this.bitHalf, this.notBit32);
       return rc;
     }
-    this.pins[slot]!++;
+    if (held) {
+      // A further lease on a slot this handle holds: count it.
+      const more = this.pins[slot]!;
+      if (more === 0) this.multi++;
+      this.pins[slot] = more + 1;
+    }
     this.writeLease(slot, base, record);
     return STATUS.OK;
   }
@@ -833,7 +846,14 @@ export class JsTableHandle implements TableHandle {
     this.leaseGen[index] = (gen + 1) >>> 0;
     this.leaseNext[index] = this.leaseFree;
     this.leaseFree = index;
-    if (--this.pins[slot]! === 0) Atomics.and(this.u32, SLOTS_U32 + slot * SLOT_U32 + MASK_U32 + this.bitHalf, this.notBit32);
+    const more = this.multi === 0 ? 0 : this.pins[slot]!;
+    if (more > 0) {
+      // Another lease of this handle still holds the slot: keep the bit.
+      this.pins[slot] = more - 1;
+      if (more === 1) this.multi--;
+    } else {
+      Atomics.and(this.u32, SLOTS_U32 + slot * SLOT_U32 + MASK_U32 + this.bitHalf, this.notBit32);
+    }
     return true;
   }
 
@@ -849,14 +869,14 @@ export class JsTableHandle implements TableHandle {
     if (!this.loadDigest(digest) || (device !== null && !this.loadTarget(device))) return STATUS.ERR_INVALID_ARGUMENT;
     const base = SLOTS_U32 + slot * SLOT_U32;
     const sgIndex = base >> 1;
+    const maskHalf = base + MASK_U32 + this.bitHalf;
     for (let attempt = 0; ; attempt++) {
-      if (this.pins[slot]! > 0) {
+      if ((this.u32[maskHalf]! & this.bit32) !== 0) {
         // We hold the slot already: it cannot be freed or reused until we unpin, so one read decides.
         const sg = Atomics.load(this.u64, sgIndex);
         if (sg >> STATE_SHIFT !== generation || !digestMatches(this.u32, base, this.want)) return STATUS.MISS_STALE_HANDOFF;
         return this.finishPin(slot, base, device, true);
       }
-      const maskHalf = base + MASK_U32 + this.bitHalf;
       Atomics.or(this.u32, maskHalf, this.bit32);
       const sg = Atomics.load(this.u64, sgIndex);
       const state = sg & STATE_MASK;
@@ -917,7 +937,9 @@ export class JsTableHandle implements TableHandle {
   }
 
   clientPins(slot: number): number {
-    return Number.isInteger(slot) && slot >= 0 && slot < this.capacity ? this.pins[slot]! : 0;
+    if (this.closed || !Number.isInteger(slot) || slot < 0 || slot >= this.capacity) return 0;
+    // As wp_client_pins: 0 while our bit is clear, else 1 plus the further leases.
+    return (this.u32[SLOTS_U32 + slot * SLOT_U32 + MASK_U32 + this.bitHalf]! & this.bit32) === 0 ? 0 : 1 + this.pins[slot]!;
   }
 
   segment(): Uint8Array {

@@ -64,9 +64,16 @@ struct wp_table {
   uint64_t client_word;   /* the ACTIVE word this handle registered with */
   int producer;
   int single_thread;      /* WP_OPEN_SINGLE_THREAD: the caller serializes, consumer_lock is skipped */
-  uint32_t consumer_lock; /* guards pins, leases, lease_cap, lease_free */
+  uint32_t consumer_lock; /* guards pins, multi, leases, lease_cap, lease_free */
   uint32_t producer_lock; /* serializes reserve, publish, abandon, evict, device writes */
-  uint32_t *pins;         /* private pin count per slot (relaxed atomics: wp_client_pins reads without the lock) */
+  /* Per slot, this handle's leases on it beyond the first (relaxed atomics: wp_client_pins reads
+   * without the lock). Whether it holds a first one is its own bit in the slot's shared pin mask,
+   * which only this handle (or, once it is dead, its reaper) sets and clears, under consumer_lock,
+   * together with these counts. So a pin and an unpin of a slot the handle holds once, the usual
+   * case, touch only the slot's own line, not this array of `capacity` entries, which on a large
+   * table is a second cold line (and a cold store, which the unpin's locked clear would wait for). */
+  uint32_t *pins;
+  uint32_t multi;         /* slots whose count in `pins` is above zero; while 0, no unpin reads `pins` */
   lease_record *leases;
   uint32_t lease_cap;
   uint32_t lease_free;    /* head of the free list, UINT32_MAX when empty */
@@ -788,14 +795,16 @@ static inline __attribute__((always_inline)) int check_device_record(const wp_ta
 }
 
 /* Pins `slot`, found holding the digest in state READY or EVICTING with state word `sg`, for
- * this handle. Called under consumer_lock: the private count and the shared bit change together,
- * so no other thread of the handle sees a count above zero while the bit is still (or already)
- * clear. */
+ * this handle. Called under consumer_lock: the handle's bit and its count of further leases change
+ * together, so no other thread of the handle sees the bit set while the handle holds no lease on
+ * the slot, or a count above zero while the bit is clear. */
 static inline __attribute__((always_inline)) int pin_found(wp_table *t, uint32_t slot, uint64_t sg, const wp_device_record *target, wp_lease *out) {
   const uint64_t bit = 1ull << t->client;
   uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
-  uint32_t pins = pins_of(t, slot);
-  if (pins == 0) {
+  /* relaxed: this bit was last written by this thread, or by another thread of the handle before
+   * it released consumer_lock to us; other clients' bits may change meanwhile and are not read. */
+  const int held = (__atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_RELAXED) & bit) != 0;
+  if (!held) {
     if (state_of(sg) != WP_SLOT_READY) return WP_MISS_EVICTING;
     uint64_t *mask = slot_word(t, slot, WP_SLOT_PIN_MASK);
     /* Dekker handshake with wp_try_evict: publish the pin, then re-read the state, both
@@ -809,7 +818,7 @@ static inline __attribute__((always_inline)) int pin_found(wp_table *t, uint32_t
       return state_of(again) == WP_SLOT_EVICTING ? WP_MISS_EVICTING : WP_MISS_CONTENDED;
     }
   } else {
-    /* Another thread of this handle holds the bit, so the slot can be neither evicted nor
+    /* This handle holds the bit (a lease of this thread or of another), so the slot can be neither evicted nor
      * reused now, though it may show EVICTING for a moment (that eviction rolls back). But `sg`
      * was read before we took the lock, when the bit may not have been held: the slot must
      * still be at that generation (a new one means it was freed and refilled meanwhile).
@@ -824,10 +833,14 @@ static inline __attribute__((always_inline)) int pin_found(wp_table *t, uint32_t
   if (rc == WP_OK) rc = lease_acquire(t, slot, &token) == WP_OK ? WP_OK : WP_MISS_CONTENDED;
   if (rc != WP_OK) {
     /* release: the device-record reads above happen before an evictor sees the bit gone. */
-    if (pins == 0) __atomic_fetch_and(slot_word(t, slot, WP_SLOT_PIN_MASK), ~bit, __ATOMIC_RELEASE);
+    if (!held) __atomic_fetch_and(slot_word(t, slot, WP_SLOT_PIN_MASK), ~bit, __ATOMIC_RELEASE);
     return rc;
   }
-  set_pins(t, slot, pins + 1);
+  if (held) { /* a further lease on a slot this handle holds: count it */
+    uint32_t more = pins_of(t, slot);
+    if (more == 0) t->multi++;
+    set_pins(t, slot, more + 1);
+  }
   out->slot = slot;
   out->generation = gen_of(sg);
   out->token = token;
@@ -934,9 +947,11 @@ static inline __attribute__((always_inline)) int unpin_checked(wp_table *t, cons
   r->gen++;
   r->next_free = t->lease_free;
   t->lease_free = index;
-  uint32_t pins = pins_of(t, r->slot) - 1;
-  set_pins(t, r->slot, pins);
-  if (pins == 0) {
+  uint32_t more = t->multi == 0 ? 0 : pins_of(t, r->slot);
+  if (more > 0) { /* another lease of this handle still holds the slot: keep the bit */
+    set_pins(t, r->slot, more - 1);
+    if (more == 1) t->multi--;
+  } else {
     /* release: every read of the artifact under this pin happens before an evictor sees
      * the bit cleared. */
     __atomic_fetch_and(slot_word(t, r->slot, WP_SLOT_PIN_MASK), ~(1ull << t->client), __ATOMIC_RELEASE);
@@ -1166,7 +1181,12 @@ uint64_t wp_slot_state_gen(const wp_table *t, uint32_t slot) {
 uint64_t wp_slot_pin_mask(const wp_table *t, uint32_t slot) {
   return t && slot < t->capacity ? __atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_ACQUIRE) : 0;
 }
-uint32_t wp_client_pins(const wp_table *t, uint32_t slot) { return t && slot < t->capacity ? pins_of(t, slot) : 0; }
+uint32_t wp_client_pins(const wp_table *t, uint32_t slot) {
+  if (t == NULL || slot >= t->capacity) return 0;
+  /* relaxed, both: a snapshot for tests and inspection, as the header says. */
+  if ((__atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_RELAXED) & (1ull << t->client)) == 0) return 0;
+  return 1 + pins_of(t, slot);
+}
 
 const void *wp_segment(const wp_table *t, size_t *size) {
   if (t == NULL) return NULL;
