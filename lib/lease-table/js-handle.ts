@@ -330,9 +330,10 @@ export class JsTableHandle implements TableHandle {
   private readonly target = new Uint32Array(10);
   /**
    * Per slot, this handle's leases on it beyond the first (table.c `pins`). Whether it holds a
-   * first one is its own bit in the slot's mask, which only this handle (or, once it is dead, its
-   * reaper) sets and clears, together with these counts: so a pin and an unpin of a slot held
-   * once touch only the slot's own line, not this array of `capacity` entries.
+   * first one is its own bit in the slot's mask, which only this handle sets and clears while it
+   * lives (together with these counts; other clients' atomic updates of the word leave it as it
+   * is), and its reaper once it is dead: so a pin and an unpin of a slot held once touch only the
+   * slot's lines and the lease record, not this array of `capacity` entries.
    */
   private readonly pins: Uint32Array;
   /** Slots whose count in `pins` is above zero (table.c `multi`); while 0, no unpin reads `pins`. */
@@ -766,7 +767,7 @@ export class JsTableHandle implements TableHandle {
         // A match decides nothing.
         if ((u32[base + DIGEST_U32]! | 0) !== head) continue;
         const maskHalf = base + MASK_U32 + this.bitHalf;
-        // A plain read of our own bit: only this handle writes it (see `pins`).
+        // A plain read of our own bit: only this handle sets or clears it while it lives (see `pins`).
         if ((u32[maskHalf]! & this.bit32) !== 0) {
           // We already hold this slot: it cannot be evicted or reused until we unpin, so its
           // digest is stable and decides alone (it may show EVICTING for a moment; count++).

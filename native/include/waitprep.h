@@ -315,8 +315,9 @@ int wp_is_producer(const wp_table *t);
 uint64_t wp_slot_state_gen(const wp_table *t, uint32_t slot);
 uint64_t wp_slot_pin_mask(const wp_table *t, uint32_t slot);
 /* Pins this client holds on a slot: 0 while its bit in the slot's mask is clear, else 1 plus its
- * private count of the further ones. A snapshot (relaxed loads, no lock): while another thread of
- * the handle is pinning the slot, it may count a pin that then backs out. */
+ * private count of the further ones. A snapshot for tests and inspection (two relaxed loads, no
+ * lock): while other threads of the handle pin or unpin the slot, it may mix two moments, or
+ * count a pin that then backs out. */
 uint32_t wp_client_pins(const wp_table *t, uint32_t slot);
 /* The mapped segment, for read-only inspection. Check wp_check_segment first: bytes past the
  * file's current size must never be read. */

@@ -49,8 +49,9 @@ typedef struct {
 } lease_record;
 
 /* Fields above `consumer_lock` are fixed at open. Threads of one process may share a handle
- * (waitprep.h, "Threads"): the private pin counts and lease records change only under
- * consumer_lock, so that a slot's pin bit is set exactly while its count is above zero; the
+ * (waitprep.h, "Threads"): the handle's pin bits, its private counts of further leases and its
+ * lease records change only under consumer_lock, so that a slot's pin bit is set exactly while
+ * the handle holds a lease on it, and its count is that number less one; the
  * producer's operations run under producer_lock, so two threads never reserve one FREE slot or
  * write one device record at once. */
 struct wp_table {
@@ -68,8 +69,9 @@ struct wp_table {
   uint32_t producer_lock; /* serializes reserve, publish, abandon, evict, device writes */
   /* Per slot, this handle's leases on it beyond the first (relaxed atomics: wp_client_pins reads
    * without the lock). Whether it holds a first one is its own bit in the slot's shared pin mask,
-   * which only this handle (or, once it is dead, its reaper) sets and clears, under consumer_lock,
-   * together with these counts. So a pin and an unpin of a slot the handle holds once, the usual
+   * which only this handle sets and clears while it lives (under consumer_lock, together with
+   * these counts; other clients' atomic updates of the word leave it as it is), and its reaper
+   * once it is dead. So a pin and an unpin of a slot the handle holds once, the usual
    * case, touch only the slot's own line, not this array of `capacity` entries, which on a large
    * table is a second cold line (and a cold store, which the unpin's locked clear would wait for). */
   uint32_t *pins;
@@ -111,8 +113,9 @@ static inline void handle_unlock(uint32_t *lock) {
   __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
 }
 
-/* The handle's private pin count of a slot. relaxed: written only under consumer_lock, which
- * orders them; the atomics only keep wp_client_pins' lock-free read defined. */
+/* The handle's private count of its further leases on a slot (beyond the first, which is its pin
+ * bit). relaxed: written only under consumer_lock, which orders them; the atomics only keep
+ * wp_client_pins' lock-free read defined. */
 static inline uint32_t pins_of(const wp_table *t, uint32_t slot) { return __atomic_load_n(&t->pins[slot], __ATOMIC_RELAXED); }
 static inline void set_pins(wp_table *t, uint32_t slot, uint32_t n) { __atomic_store_n(&t->pins[slot], n, __ATOMIC_RELAXED); }
 
@@ -378,6 +381,16 @@ static int reaper_is_gone(const wp_table *t, uint32_t named, const identity *me)
 static void test_stop(const char *point) {
   const char *want = getenv("WAITPREP_TEST_STOP");
   if (want != NULL && strcmp(want, point) == 0) raise(SIGSTOP);
+}
+
+/* Test builds only: the sum of the handle's private counts of further leases, and its `multi`,
+ * so a test can check that none is left behind once every lease is released (wp_client_pins
+ * reads a count only where the bit is set, so it cannot see one stranded under a clear bit). */
+uint64_t wp_test_private_pins(const wp_table *t, uint32_t *multi) {
+  uint64_t sum = 0;
+  for (uint32_t s = 0; s < t->capacity; s++) sum += pins_of(t, s);
+  *multi = t->multi;
+  return sum;
 }
 #else
 #define test_stop(point) ((void)0)

@@ -35,6 +35,10 @@
 
 #include "waitprep.h"
 
+/* A test hook of table.c (WAITPREP_TEST_HOOKS): the sum of a handle's private counts of further
+ * leases, and how many slots have one. */
+uint64_t wp_test_private_pins(const wp_table *t, uint32_t *multi);
+
 static int failures = 0;
 #define CHECK(cond)                                                              \
   do {                                                                           \
@@ -374,6 +378,11 @@ static void test_shared_handles(unsigned long long millis) {
     int rc = wp_try_evict(shared_producer, d);
     unevictable += rc != WP_OK && rc != WP_ABSENT;
   }
+  /* And no private count of further leases is left where the bit is clear (wp_client_pins does
+   * not read those). */
+  uint32_t multi = 0;
+  leaked_counts += wp_test_private_pins(shared_consumer, &multi) != 0;
+  leaked_counts += multi != 0;
   unsigned long long pins = 0;
   for (int i = 0; i < SHARED_PINNERS; i++) pins += shared_pins[i];
   printf("shared handles: %llu pin rounds on one consumer handle by %d threads, %llu evictions by 2 threads on one "
