@@ -766,14 +766,13 @@ export class JsTableHandle implements TableHandle {
         // hold our key now, so skipping it is the same as digest_equals failing a moment later.
         // A match decides nothing.
         if ((u32[base + DIGEST_U32]! | 0) !== head) continue;
-        const maskHalf = base + MASK_U32 + this.bitHalf;
-        // A plain read of our own bit: only this handle sets or clears it while it lives (see `pins`).
-        if ((u32[maskHalf]! & this.bit32) !== 0) {
+        if (this.holds(base)) {
           // We already hold this slot: it cannot be evicted or reused until we unpin, so its
           // digest is stable and decides alone (it may show EVICTING for a moment; count++).
           if (!digestMatches(u32, base, want)) continue;
           return this.finishPin(slot, base, device, true);
         }
+        const maskHalf = base + MASK_U32 + this.bitHalf;
         Atomics.or(u32, maskHalf, this.bit32);
         const sg = Atomics.load(this.u64, base >> 1);
         const state = sg & STATE_MASK;
@@ -872,7 +871,7 @@ export class JsTableHandle implements TableHandle {
     const sgIndex = base >> 1;
     const maskHalf = base + MASK_U32 + this.bitHalf;
     for (let attempt = 0; ; attempt++) {
-      if ((this.u32[maskHalf]! & this.bit32) !== 0) {
+      if (this.holds(base)) {
         // We hold the slot already: it cannot be freed or reused until we unpin, so one read decides.
         const sg = Atomics.load(this.u64, sgIndex);
         if (sg >> STATE_SHIFT !== generation || !digestMatches(this.u32, base, this.want)) return STATUS.MISS_STALE_HANDOFF;
@@ -940,7 +939,16 @@ export class JsTableHandle implements TableHandle {
   clientPins(slot: number): number {
     if (this.closed || !Number.isInteger(slot) || slot < 0 || slot >= this.capacity) return 0;
     // As wp_client_pins: 0 while our bit is clear, else 1 plus the further leases.
-    return (this.u32[SLOTS_U32 + slot * SLOT_U32 + MASK_U32 + this.bitHalf]! & this.bit32) === 0 ? 0 : 1 + this.pins[slot]!;
+    return this.holds(SLOTS_U32 + slot * SLOT_U32) ? 1 + this.pins[slot]! : 0;
+  }
+
+  /**
+   * Whether this handle holds a lease on the slot whose first u32 is at `base`: its own bit in the
+   * slot's mask (table.c holds_slot). A plain read: only this handle sets or clears that bit while
+   * it lives (see `pins`).
+   */
+  private holds(base: number): boolean {
+    return (this.u32[base + MASK_U32 + this.bitHalf]! & this.bit32) !== 0;
   }
 
   segment(): Uint8Array {

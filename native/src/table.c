@@ -72,8 +72,8 @@ struct wp_table {
    * which only this handle sets and clears while it lives (under consumer_lock, together with
    * these counts; other clients' atomic updates of the word leave it as it is), and its reaper
    * once it is dead. So a pin and an unpin of a slot the handle holds once, the usual
-   * case, touch only the slot's own line, not this array of `capacity` entries, which on a large
-   * table is a second cold line (and a cold store, which the unpin's locked clear would wait for). */
+   * case, touch the slot's lines and the lease record, not this array of `capacity` entries,
+   * which on a large table is one more cold line per pin (docs/benchmarks.md, fourth window). */
   uint32_t *pins;
   uint32_t multi;         /* slots whose count in `pins` is above zero; while 0, no unpin reads `pins` */
   lease_record *leases;
@@ -128,6 +128,14 @@ static inline uint8_t *client_at(const wp_table *t, uint32_t index) {
 }
 static inline uint64_t *slot_word(const wp_table *t, uint32_t slot, size_t field) {
   return (uint64_t *)(slot_at(t, slot) + field);
+}
+
+/* Whether this handle holds a lease on `slot`: its own bit in the slot's pin mask. relaxed: the
+ * bit was last written by this thread, or by another thread of the handle before it released
+ * consumer_lock to us (wp_client_pins reads it without the lock, as a snapshot); other clients'
+ * bits may change meanwhile and are not read. */
+static inline int holds_slot(const wp_table *t, uint32_t slot) {
+  return (__atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_RELAXED) & (1ull << t->client)) != 0;
 }
 /* A client word with state and pid cleared, its serial kept: what FREE and REAPING build on. */
 static inline uint64_t serial_only(uint64_t client_word) { return client_word & ~CLIENT_STATE_MASK & ~(PID_MASK << 2); }
@@ -387,6 +395,7 @@ static void test_stop(const char *point) {
  * so a test can check that none is left behind once every lease is released (wp_client_pins
  * reads a count only where the bit is set, so it cannot see one stranded under a clear bit). */
 uint64_t wp_test_private_pins(const wp_table *t, uint32_t *multi) {
+  if (t == NULL || multi == NULL) return UINT64_MAX;
   uint64_t sum = 0;
   for (uint32_t s = 0; s < t->capacity; s++) sum += pins_of(t, s);
   *multi = t->multi;
@@ -814,9 +823,7 @@ static inline __attribute__((always_inline)) int check_device_record(const wp_ta
 static inline __attribute__((always_inline)) int pin_found(wp_table *t, uint32_t slot, uint64_t sg, const wp_device_record *target, wp_lease *out) {
   const uint64_t bit = 1ull << t->client;
   uint64_t *sg_word = slot_word(t, slot, WP_SLOT_STATE_GEN);
-  /* relaxed: this bit was last written by this thread, or by another thread of the handle before
-   * it released consumer_lock to us; other clients' bits may change meanwhile and are not read. */
-  const int held = (__atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_RELAXED) & bit) != 0;
+  const int held = holds_slot(t, slot);
   if (!held) {
     if (state_of(sg) != WP_SLOT_READY) return WP_MISS_EVICTING;
     uint64_t *mask = slot_word(t, slot, WP_SLOT_PIN_MASK);
@@ -1196,8 +1203,8 @@ uint64_t wp_slot_pin_mask(const wp_table *t, uint32_t slot) {
 }
 uint32_t wp_client_pins(const wp_table *t, uint32_t slot) {
   if (t == NULL || slot >= t->capacity) return 0;
-  /* relaxed, both: a snapshot for tests and inspection, as the header says. */
-  if ((__atomic_load_n(slot_word(t, slot, WP_SLOT_PIN_MASK), __ATOMIC_RELAXED) & (1ull << t->client)) == 0) return 0;
+  /* A snapshot for tests and inspection, as the header says. */
+  if (!holds_slot(t, slot)) return 0;
   return 1 + pins_of(t, slot);
 }
 
