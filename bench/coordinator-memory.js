@@ -11,8 +11,8 @@
 // The parts, per waiting consumer:
 // - consumer copy: the frozen, branded copy `onWait` keeps (checkConsumer);
 // - wait slots: the ticket-number table (WaitSlots: a Float64Array of number and demand per slot,
-//   and the array of consumer copies beside it), at least twice as many slots as waits;
-// - (engine, request) map: one engine's Map from request to wait slot;
+//   the array of consumer copies beside it, and the (engine, request) index with each slot's
+//   request hash), at least twice as many slots as waits;
 // - demand records: the DemandTable (Int32 fields, hashes and index, the array of keys; host
 //   demands share one readiness request), one host demand per wait, as bench:coordinator has;
 // - ticket: a numeric ticket as the caller holds it in an array (above 2^31, so a heap number).
@@ -60,18 +60,14 @@ parts['consumer copy'] = copies.row;
 
 const random = new Uint8Array(30).fill(7);
 const slots = measure(() => {
-  const table = new WaitSlots(waiting + 1, random.subarray(8, 19), firstTicketNumber(random.subarray(24, 30)), () => {});
-  for (let i = 0; i < waiting; i++) table.add(holder[i], i);
+  const table = new WaitSlots(waiting + 1, random.subarray(8, 19), firstTicketNumber(random.subarray(24, 30)), 12345);
+  for (let i = 0; i < waiting; i++) {
+    const c = holder[i];
+    table.add(c, i, table.requestHash(c.engine, c.request));
+  }
   return table;
 });
 parts['wait slots'] = slots.row;
-
-const requests = measure(() => {
-  const map = new Map();
-  for (let i = 0; i < waiting; i++) map.set(holder[i].request, i);
-  return map;
-});
-parts['(engine, request) map'] = requests.row;
 
 const demands = measure(() => {
   const table = new DemandTable(waiting + 1, 12345);
@@ -93,7 +89,7 @@ const tickets = measure(() => {
 parts["ticket (the caller's)"] = tickets.row;
 
 const sum = Object.values(parts).reduce((a, p) => ({ heap: a.heap + p.heap, array_buffers: a.array_buffers + p.array_buffers, total: a.total + p.total }), { heap: 0, array_buffers: 0, total: 0 });
-const kept = [copies.kept, slots.kept, requests.kept, demands.kept, tickets.kept];
+const kept = [copies.kept, slots.kept, demands.kept, tickets.kept];
 
 // The whole, as bench:coordinator measures it, in the same process.
 const held = new Array(waiting).fill(null);
@@ -102,7 +98,7 @@ const whole = measure(() => {
   for (let i = 0; i < waiting; i++) held[i] = coordinator.onWait(callers[i], keys[i]).ticket;
   return { coordinator, held };
 });
-if (kept.length !== 5 || whole.kept.coordinator.stats().waiting !== waiting) throw new Error('bench lost what it measured');
+if (kept.length !== 4 || whole.kept.coordinator.stats().waiting !== waiting) throw new Error('bench lost what it measured');
 
 const out = { env: benchEnv(), waiting, parts, sum_of_parts: sum, coordinator: whole.row };
 if (flag('json')) {

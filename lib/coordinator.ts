@@ -212,12 +212,6 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   readonly #numericTickets: boolean;
   #waiting = 0;
   /**
-   * The wait slot of each (engine, request), one map per engine with a wait. It keeps an entry
-   * under `''`, which names no engine (engines are non-empty), so that it is never emptied; see
-   * `#release` for why.
-   */
-  readonly #byEngine = new Map<string, Map<string, number>>([['', new Map()]]);
-  /**
    * Demands (everything waiting on one dedup identity) as record numbers,
    * found by identity through the table's index (docs/coordinator.md § Layout).
    * A demand exists while a consumer waits on it, while it is queued or in
@@ -305,11 +299,9 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
     const tickets = options.tickets === undefined ? 'string' : options.tickets;
     if (tickets !== 'string' && tickets !== 'number') throw invalidArgument('options.tickets', "'string' or 'number'", options.tickets);
     this.#numericTickets = tickets === 'number';
-    const random = randomBytes(30);
+    const random = randomBytes(34);
     this.#workPrefix = `wp${random.toString('hex', 0, 8)}.u`;
-    // A wait that the slot table's growth moved: its (engine, request) now names the new slot.
-    const moved = (c: Consumer, slot: number) => this.#byEngine.get(c.engine)!.set(c.request, slot);
-    this.#slots = new WaitSlots(this.#maxWaiting, random.subarray(8, 19), firstTicketNumber(random.subarray(24, 30)), moved);
+    this.#slots = new WaitSlots(this.#maxWaiting, random.subarray(8, 19), firstTicketNumber(random.subarray(24, 30)), random.readInt32LE(30));
     // Demands that can exist at once: one per waiting consumer (queued ones have
     // consumers), the units in flight, the history, and the one a replacement
     // makes before its old wait leaves.
@@ -376,8 +368,8 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
 
     const slots = this.#slots;
     const demands = this.#demands;
-    let requests = this.#byEngine.get(c.engine);
-    const old = requests?.get(c.request) ?? NONE;
+    const requestHash = slots.requestHash(c.engine, c.request);
+    const old = slots.findRequest(requestHash, c.engine, c.request);
     if (old !== NONE && c.generation < slots.consumer(old).generation) return this.#reject(REJECT_STALE_GENERATION);
 
     // Decide first, against the bounds as they would stand after the swap;
@@ -407,15 +399,9 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
     // identity keeps its unit (and its place in the queue).
     demands.addWaiting(demand, 1);
     this.#noteBusy(demand, wasBusy);
-    if (old !== NONE) {
-      this.#release(old);
-      // The release may have emptied and dropped this engine's map.
-      requests = this.#byEngine.get(c.engine);
-    }
-    const slot = slots.add(c, demand);
+    if (old !== NONE) this.#release(old);
+    const slot = slots.add(c, demand, requestHash);
     const ticket = (this.#numericTickets ? slots.number(slot) : slots.ticket(slot)) as Ticket;
-    if (requests === undefined) this.#byEngine.set(c.engine, (requests = new Map()));
-    requests.set(c.request, slot);
     this.#waiting++;
     this.#admitted[status]++;
     const admission: WaitAdmission<Ticket> = { status: ADMITTED[status]!, ticket };
@@ -776,14 +762,6 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   /** The consumer leaves: its ticket goes stale, its slot is freed, and it stops counting toward its unit. */
   #release(slot: number): void {
     const slots = this.#slots;
-    const { engine, request } = slots.consumer(slot);
-    // V8 rebuilds a map's table in its runtime (C++, a fresh allocation) when a delete leaves the
-    // map under a quarter full, as deleting the last entry of a small map does. That is cold code
-    // on a wake after an idle (docs/benchmarks.md, third window). So an engine's last wait
-    // drops the engine's map whole, and the engine map itself is never emptied.
-    const requests = this.#byEngine.get(engine)!;
-    if (requests.size === 1) this.#byEngine.delete(engine);
-    else requests.delete(request);
     const demand = slots.demand(slot);
     slots.remove(slot);
     this.#waiting--;

@@ -123,58 +123,60 @@ describe('DemandTable', () => {
 });
 
 describe('WaitSlots and tickets', () => {
-  /** A table whose moves are followed: `where` maps each live wait's consumer to its slot. */
+  /** A table; `add` admits a consumer as the coordinator does, and `slotOf` finds its wait by (engine, request). */
   const tracked = (limit: number, first = 1) => {
-    const where = new Map<Consumer, number>();
-    const slots = new WaitSlots(limit, RANDOM, first, (c, slot) => where.set(c, slot));
-    return { slots, where };
+    const slots = new WaitSlots(limit, RANDOM, first, 99);
+    const add = (c: Consumer, demand: number) => slots.add(c, demand, slots.requestHash(c.engine, c.request));
+    const slotOf = (c: Consumer) => slots.findRequest(slots.requestHash(c.engine, c.request), c.engine, c.request);
+    return { slots, add, slotOf };
   };
-  const waiter = (n: number): Consumer => Object.freeze({ engine: 'e', request: `r${n}`, generation: 0 });
+  const waiter = (n: number, engine = 'e'): Consumer => Object.freeze({ engine, request: `r${n}`, generation: 0 });
 
   it('issues a fresh number and flat ticket per wait, found until freed, through growth and skips', () => {
     // A start in the middle of a turn of the table, so that each doubling moves many waits.
     const first = firstTicketNumber(Uint8Array.of(0, 0, 0, 0, 0x01, 0x37));
-    const { slots, where } = tracked(300, first);
-    let moves = 0;
-    const counted = new WaitSlots(300, RANDOM, first, () => moves++);
-    for (let n = 0; n < 300; n++) counted.add(waiter(n), n);
-    expect(moves).toBeGreaterThan(100);
+    const { slots, add, slotOf } = tracked(300, first);
     const numbers: number[] = [];
-    const live = new Map<Consumer, { ticket: string; number: number }>();
+    const live = new Map<Consumer, { ticket: string; number: number; at: number }>();
     const admit = (n: number) => {
-      const c = waiter(n);
-      const slot = slots.add(c, n);
-      where.set(c, slot);
+      // Two engines with the same request names: each (engine, request) is its own wait.
+      const c = waiter(n >> 1, n % 2 === 0 ? 'e' : 'f');
+      expect(slotOf(c)).toBe(NONE);
+      const slot = add(c, n);
+      expect(slotOf(c)).toBe(slot);
       const ticket = slots.ticket(slot);
       const number = slots.number(slot);
       expect(ticket).toMatch(/^wp[0-9A-Za-z_-]{20}$/);
       expect(Number.isSafeInteger(number) && number > 2 ** 31).toBe(true);
       expect(slots.demand(slot)).toBe(n);
       numbers.push(number);
-      live.set(c, { ticket, number });
+      live.set(c, { ticket, number, at: slot });
       return c;
     };
     const release = (c: Consumer) => {
       const { ticket, number } = live.get(c)!;
-      slots.remove(where.get(c)!);
+      slots.remove(slotOf(c));
       live.delete(c);
-      where.delete(c);
       expect(slots.find(ticket)).toBe(-1);
       expect(slots.findNumber(number)).toBe(-1);
+      expect(slotOf(c)).toBe(NONE);
     };
     const checkLive = () => {
       for (const [c, { ticket, number }] of live) {
-        expect(slots.find(ticket)).toBe(where.get(c));
-        expect(slots.findNumber(number)).toBe(where.get(c));
-        expect(slots.consumer(where.get(c)!)).toBe(c);
+        const slot = slotOf(c);
+        expect(slot).not.toBe(NONE);
+        expect(slots.find(ticket)).toBe(slot);
+        expect(slots.findNumber(number)).toBe(slot);
+        expect(slots.consumer(slot)).toBe(c);
       }
     };
     // Grow to 300 live waits (the table doubles from 16 to 1,024 slots, moving waits), then churn with a
     // few long-lived ones kept, so numbers wrap the table and skip their slots.
     for (let n = 0; n < 300; n++) admit(n);
     checkLive();
+    expect([...live].filter(([c, { at }]) => slotOf(c) !== at).length).toBeGreaterThan(100);
     let n = 300;
-    for (const c of [...live.keys()]) if (where.get(c)! % 4 !== 0) release(c);
+    for (const c of [...live.keys()]) if (slotOf(c) % 4 !== 0) release(c);
     const kept = new Set(live.keys());
     checkLive();
     const churn: Consumer[] = [];
@@ -190,13 +192,69 @@ describe('WaitSlots and tickets', () => {
     expect(numbers[numbers.length - 1]! - numbers[0]! + 1).toBeGreaterThan(numbers.length);
   });
 
+  /** Every (engine, request) gets the same hash: each lookup must tell them apart by the strings. */
+  class OneRequestHash extends WaitSlots {
+    override requestHash(): number {
+      return -0x1234567;
+    }
+  }
+  // Engines and requests whose joins agree ('ab' + 'c', 'a' + 'bc'), so only the pair tells them apart.
+  const PAIRS: [string, string][] = [['a', 'bc'], ['ab', 'c'], ['a', 'b'], ['b', 'a'], ['e0', 'r1'], ['e1', 'r1'], ['e0', 'r\u00e9'], ['e0', 'r\u00e9\u0301']];
+  for (const [name, make] of [
+    ['one hash for every request', () => new OneRequestHash(1000, RANDOM, 1, 0)],
+    ['its own hash', () => new WaitSlots(1000, RANDOM, 1, 0x2468ace)],
+  ] as const) {
+    it(`finds each (engine, request) as itself, through adds, removes and growth in any order (${name})`, () => {
+      fc.assert(
+        fc.property(fc.array(fc.tuple(fc.nat(PAIRS.length - 1), fc.nat(40)), { maxLength: 200 }), (ops) => {
+          const slots: WaitSlots = make();
+          const model = new Map<string, Consumer>();
+          const slotOf = ([engine, request]: [string, string]) => slots.findRequest(slots.requestHash(engine, request), engine, request);
+          for (const [p, n] of ops) {
+            // 8 pairs times 41 request suffixes: up to 328 live waits, so the table doubles to 1,024 slots.
+            const pair: [string, string] = [PAIRS[p]![0], `${PAIRS[p]![1]}#${n}`];
+            const id = JSON.stringify(pair);
+            const had = model.get(id);
+            if (had === undefined) {
+              const c = Object.freeze({ engine: pair[0], request: pair[1], generation: 0 });
+              const slot = slots.add(c, n, slots.requestHash(c.engine, c.request));
+              model.set(id, c);
+              expect(slotOf(pair)).toBe(slot);
+            } else {
+              slots.remove(slotOf(pair));
+              model.delete(id);
+              expect(slotOf(pair)).toBe(NONE);
+            }
+          }
+          for (let p = 0; p < PAIRS.length; p++) {
+            for (let n = 0; n <= 40; n++) {
+              const pair: [string, string] = [PAIRS[p]![0], `${PAIRS[p]![1]}#${n}`];
+              const c = model.get(JSON.stringify(pair));
+              const slot = slotOf(pair);
+              if (c === undefined) expect(slot).toBe(NONE);
+              else expect(slots.consumer(slot)).toBe(c);
+            }
+          }
+        }),
+        { numRuns: 100 },
+      );
+    });
+  }
+
+  it('hashes the engine and the request apart, with the seed', () => {
+    const slots = new WaitSlots(16, RANDOM, 1, 7);
+    expect(slots.requestHash('ab', 'c')).not.toBe(slots.requestHash('a', 'bc'));
+    expect(slots.requestHash('e', 'r')).toBe(slots.requestHash('e', 'r'));
+    expect(new WaitSlots(16, RANDOM, 1, 8).requestHash('e', 'r')).not.toBe(slots.requestHash('e', 'r'));
+  });
+
   it('reads ticket numbers up to 2^53 exactly, refuses every other spelling, and stops at 2^53', () => {
-    const { slots } = tracked(1 << 20, 2 ** 53 - 3);
-    const taken = [0, 1, 2].map((n) => slots.add(waiter(n), 0));
+    const { slots, add } = tracked(1 << 20, 2 ** 53 - 3);
+    const taken = [0, 1, 2].map((n) => add(waiter(n), 0));
     const tickets = taken.map((slot) => slots.ticket(slot));
     expect(taken.map((slot) => slots.number(slot))).toEqual([2 ** 53 - 3, 2 ** 53 - 2, 2 ** 53 - 1]);
     tickets.forEach((ticket, at) => expect(slots.find(ticket)).toBe(taken[at]));
-    expect(() => slots.add(waiter(3), 0)).toThrow(/exhausted/);
+    expect(() => add(waiter(3), 0)).toThrow(/exhausted/);
     // One live wait left, so no changed spelling can be another live wait's ticket.
     slots.remove(taken[0]!);
     slots.remove(taken[1]!);
@@ -213,21 +271,21 @@ describe('WaitSlots and tickets', () => {
     for (const bad of [0, -1, 2 ** 53 - 4, 2 ** 53 - 3, 2 ** 53 - 1 - 16]) expect(slots.findNumber(bad)).toBe(-1);
     expect(slots.findNumber(2 ** 53 - 1)).toBe(taken[2]);
     // Another coordinator's random part: the same number is not this one's string ticket.
-    const other = new WaitSlots(1 << 20, new Uint8Array(11).fill(6), 2 ** 53 - 3, () => {});
-    expect(slots.find(other.ticket(other.add(waiter(0), 0)))).toBe(-1);
+    const other = new WaitSlots(1 << 20, new Uint8Array(11).fill(6), 2 ** 53 - 3, 99);
+    expect(slots.find(other.ticket(other.add(waiter(0), 0, 0)))).toBe(-1);
   });
 
   it('stops at 2^53 even when the slots of the last numbers are taken, and says so before', () => {
-    const { slots, where } = tracked(64, 2 ** 53 - 16);
+    const { slots, add, slotOf } = tracked(64, 2 ** 53 - 16);
     const kept = waiter(0);
-    where.set(kept, slots.add(kept, 0));
-    expect(slots.number(where.get(kept)!)).toBe(2 ** 53 - 16);
+    add(kept, 0);
+    expect(slots.number(slotOf(kept))).toBe(2 ** 53 - 16);
     // 15 more numbers, each freed again: 2^53 - 1 is the last, and the next turn meets the kept wait.
-    for (let n = 1; n < 16; n++) slots.remove(slots.add(waiter(n), n));
+    for (let n = 1; n < 16; n++) slots.remove(add(waiter(n), n));
     expect(slots.exhausted()).toBe(true);
-    expect(() => slots.add(waiter(16), 16)).toThrow(/exhausted/);
-    expect(slots.consumer(where.get(kept)!)).toBe(kept);
-    expect(new WaitSlots(64, RANDOM, firstTicketNumber(new Uint8Array(6).fill(0xff)), () => {}).exhausted()).toBe(false);
+    expect(() => add(waiter(16), 16)).toThrow(/exhausted/);
+    expect(slots.consumer(slotOf(kept))).toBe(kept);
+    expect(new WaitSlots(64, RANDOM, firstTicketNumber(new Uint8Array(6).fill(0xff)), 99).exhausted()).toBe(false);
   });
 
   it('starts each coordinator at 2^31 plus 48 random bits', () => {
@@ -237,15 +295,16 @@ describe('WaitSlots and tickets', () => {
   });
 
   it('holds its limit of waits and no more, and takes a wait again once one is freed', () => {
-    const { slots, where } = tracked(40);
+    const { slots, add, slotOf } = tracked(40);
     const waiters = Array.from({ length: 40 }, (_, n) => waiter(n));
-    for (const c of waiters) where.set(c, slots.add(c, 0));
-    expect(new Set(where.values()).size).toBe(40);
-    expect(() => slots.add(waiter(40), 0)).toThrow(RangeError);
-    slots.remove(where.get(waiters[7]!)!);
-    const again = slots.add(waiter(41), 0);
+    for (const c of waiters) add(c, 0);
+    expect(new Set(waiters.map(slotOf)).size).toBe(40);
+    expect(() => add(waiter(40), 0)).toThrow(RangeError);
+    slots.remove(slotOf(waiters[7]!));
+    const again = add(waiter(41), 0);
     expect(slots.consumer(again)).toEqual(waiter(41));
-    for (const c of waiters) if (c !== waiters[7]) expect(slots.consumer(where.get(c)!)).toBe(c);
+    expect(slotOf(waiters[7]!)).toBe(NONE);
+    for (const c of waiters) if (c !== waiters[7]) expect(slots.consumer(slotOf(c))).toBe(c);
   });
 });
 

@@ -15,6 +15,7 @@
 import { keyHashWord, type ArtifactKey } from '../key.js';
 import type { NormalizedTarget } from '../device-target.js';
 import { fnv1a, fnv1aWord } from './fnv1a.js';
+import { EMPTY, indexInsert, indexRemove, newIndex } from './hash-index.js';
 import { HOST } from './host.js';
 import { packedArray } from './packed-array.js';
 import type { ReadinessRequest } from '../types.js';
@@ -71,10 +72,9 @@ export class DemandTable {
 
   /**
    * Open addressing with linear probing: two Int32 per slot, the identity's 32-bit hash and the
-   * record number plus one (0: an empty slot). A probe compares hashes in the index and reads a
+   * record number ({@link EMPTY}: an empty slot). A probe compares hashes in the index and reads a
    * record only when they agree, then compares the whole identity (every digest byte, by `hex`),
-   * so two keys that share a hash are never taken for one another. Removal shifts later entries
-   * of the probe run back, so there are no tombstones.
+   * so two keys that share a hash are never taken for one another (lib/internal/hash-index.ts).
    */
   #slots: Int32Array;
   #mask: number;
@@ -87,7 +87,7 @@ export class DemandTable {
     this.#fields = new Int32Array(STRIDE * Math.min(MIN_RECORDS, Math.max(limit, 1)));
     this.#hashes = new Int32Array(this.#fields.length / STRIDE);
     this.#keys = packedArray<ArtifactKey>(this.#hashes.length);
-    this.#slots = new Int32Array(2 * MIN_SLOTS);
+    this.#slots = newIndex(MIN_SLOTS);
     this.#mask = MIN_SLOTS - 1;
   }
 
@@ -116,9 +116,9 @@ export class DemandTable {
     const slots = this.#slots;
     const mask = this.#mask;
     for (let at = hash & mask; ; at = (at + 1) & mask) {
-      const entry = slots[2 * at + 1]!;
-      if (entry === 0) return NONE;
-      if (slots[2 * at] === hash && this.#is(entry - 1, key, want)) return entry - 1;
+      const demand = slots[2 * at + 1]!;
+      if (demand === EMPTY) return NONE;
+      if (slots[2 * at] === hash && this.#is(demand, key, want)) return demand;
     }
   }
 
@@ -141,30 +141,14 @@ export class DemandTable {
     if (want.readiness === 'device') (this.#deviceWants ??= packedArray<ReadinessRequest>(this.#keys.length))[demand] = want;
     this.#hashes[demand] = hash;
     if (2 * (this.#count + 1) > this.#mask + 1) this.#growIndex();
-    this.#insert(hash, demand);
+    indexInsert(this.#slots, this.#mask, hash, demand);
     this.#count++;
     return demand;
   }
 
   /** Drops a demand: out of the index, its record back on the free list. */
   remove(demand: number): void {
-    const hash = this.#hashes[demand]!;
-    const slots = this.#slots;
-    const mask = this.#mask;
-    let hole = hash & mask;
-    while (slots[2 * hole + 1] !== demand + 1) hole = (hole + 1) & mask;
-    // Backward shift: walk the rest of the run; an entry whose home slot does not lie
-    // (cyclically) after the hole and up to its own position moves into the hole.
-    for (let at = (hole + 1) & mask; slots[2 * at + 1] !== 0; at = (at + 1) & mask) {
-      const home = slots[2 * at]! & mask;
-      const stays = hole <= at ? hole < home && home <= at : hole < home || home <= at;
-      if (stays) continue;
-      slots[2 * hole] = slots[2 * at]!;
-      slots[2 * hole + 1] = slots[2 * at + 1]!;
-      hole = at;
-    }
-    slots[2 * hole] = 0;
-    slots[2 * hole + 1] = 0;
+    indexRemove(this.#slots, this.#mask, this.#hashes[demand]!, demand);
     this.#keys[demand] = undefined;
     if (this.isDevice(demand)) this.#deviceWants![demand] = undefined;
     this.#fields[STRIDE * demand + NEXT] = this.#free;
@@ -241,15 +225,6 @@ export class DemandTable {
     return a.device === b.device && a.arena === b.arena && a.arenaGeneration === b.arenaGeneration;
   }
 
-  #insert(hash: number, demand: number): void {
-    const slots = this.#slots;
-    const mask = this.#mask;
-    let at = hash & mask;
-    while (slots[2 * at + 1] !== 0) at = (at + 1) & mask;
-    slots[2 * at] = hash;
-    slots[2 * at + 1] = demand + 1;
-  }
-
   #growRecords(): void {
     const records = Math.min(this.#limit, 2 * (this.#fields.length / STRIDE));
     if (records <= this.#used) throw new RangeError(`DemandTable: more than ${this.#limit} demands`);
@@ -272,10 +247,10 @@ export class DemandTable {
 
   #growIndex(): void {
     const old = this.#slots;
-    this.#slots = new Int32Array(2 * old.length);
+    this.#slots = newIndex(old.length);
     this.#mask = old.length - 1;
     for (let at = 0; at < old.length; at += 2) {
-      if (old[at + 1] !== 0) this.#insert(old[at]!, old[at + 1]! - 1);
+      if (old[at + 1] !== EMPTY) indexInsert(this.#slots, this.#mask, old[at]!, old[at + 1]!);
     }
   }
 }

@@ -3,10 +3,13 @@
  * for a number is the number's low bits (docs/coordinator.md § Layout). A slot holds its wait's
  * number, the demand it waits on and its consumer. A ticket is the number itself or a string
  * spelling it, so a wake finds its slot with a mask and tells a current ticket from a stale one
- * by comparing one number.
+ * by comparing one number. An open-addressing index beside the slots finds a wait by its
+ * consumer's (engine, request), for the one-wait-per-request rule.
  */
 import type { Consumer } from '../types.js';
 import { NONE } from './demand-table.js';
+import { fnv1a, fnv1aWord } from './fnv1a.js';
+import { EMPTY, indexInsert, indexRemove, newIndex } from './hash-index.js';
 import { packedArray } from './packed-array.js';
 
 /** The number of a free slot: issued numbers are never 0. */
@@ -47,27 +50,37 @@ export class WaitSlots {
    */
   #numbers: Float64Array;
   #consumers: (Consumer | undefined)[] = packedArray<Consumer>(MIN_SLOTS);
+  /** Per slot, the {@link requestHash} of its wait's consumer, so a removal finds its index entry without reading the consumer. */
+  #requestHashes: Int32Array;
+  /**
+   * The (engine, request) index (lib/internal/hash-index.ts): as many entries as slots, so at
+   * most half full; an entry's value is a slot. Rebuilt whole when the slots double, since the
+   * slots move.
+   */
+  #requests: Int32Array;
   /** Slots minus one: a power of two, at least twice the live waits. */
   #mask: number;
+  /** Random per table: where a request lands cannot be chosen from outside. */
+  readonly #seed: number;
   readonly #limit: number;
   #live = 0;
   /** The next ticket number; numbers only grow, so none is issued twice. */
   #next: number;
-  /** Called for each wait that growth moved to a new slot. */
-  readonly #moved: (consumer: Consumer, slot: number) => void;
   /** The characters of the next string ticket, its first 13 (the coordinator's) written once. */
   readonly #chars = new Uint8Array(TICKET_LENGTH);
 
   /**
    * `limit`: the most live waits. `random`: at least 11 random bytes, this coordinator's part of
    * every string ticket. `firstNumber`: the first ticket number (see {@link firstTicketNumber}).
-   * `moved`: told each wait that a growth of the table moved, and its new slot.
+   * `seed`: a random Int32 for {@link requestHash}.
    */
-  constructor(limit: number, random: Uint8Array, firstNumber: number, moved: (consumer: Consumer, slot: number) => void) {
+  constructor(limit: number, random: Uint8Array, firstNumber: number, seed: number) {
     this.#limit = Math.max(limit, 1);
     this.#next = firstNumber;
-    this.#moved = moved;
+    this.#seed = seed | 0;
     this.#numbers = new Float64Array(2 * MIN_SLOTS);
+    this.#requestHashes = new Int32Array(MIN_SLOTS);
+    this.#requests = newIndex(MIN_SLOTS);
     this.#mask = MIN_SLOTS - 1;
     this.#chars[0] = 0x77; // w
     this.#chars[1] = 0x70; // p
@@ -75,11 +88,41 @@ export class WaitSlots {
   }
 
   /**
+   * The 32-bit hash of an (engine, request), for {@link findRequest} and {@link add}: FNV-1a over
+   * the engine's characters, its length (so no two splits of one string meet) and the request's,
+   * from the table's seed, then mixed so that its low bits, which pick the entry, depend on every
+   * character. A `Map` would hash a string once and keep the hash in it, but each wait brings a
+   * fresh request string, so a map pays for the hash as this does, and a lookup in it then walks
+   * a chain of entries where this reads one run of the index.
+   */
+  requestHash(engine: string, request: string): number {
+    let h = fnv1a(request, fnv1aWord(fnv1a(engine, this.#seed), engine.length));
+    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+    return h ^ (h >>> 16);
+  }
+
+  /** The live slot of the wait of (engine, request), whose {@link requestHash} is `hash`, or {@link NONE}. */
+  findRequest(hash: number, engine: string, request: string): number {
+    const entries = this.#requests;
+    const mask = this.#mask;
+    for (let at = hash & mask; ; at = (at + 1) & mask) {
+      const slot = entries[2 * at + 1]!;
+      if (slot === EMPTY) return NONE;
+      if (entries[2 * at] === hash) {
+        const c = this.#consumers[slot]!;
+        if (c.request === request && c.engine === engine) return slot;
+      }
+    }
+  }
+
+  /**
    * Takes the slot of the next ticket number whose slot is free, for `consumer` on `demand`;
-   * returns the slot. Numbers whose slot is taken are skipped, never issued. The table is at
+   * returns the slot. `hash` is the consumer's {@link requestHash}; no live wait has its
+   * (engine, request). Numbers whose slot is taken are skipped, never issued. The table is at
    * most half full, so a skip is rare, and each is paid for by a number that was issued.
    */
-  add(consumer: Consumer, demand: number): number {
+  add(consumer: Consumer, demand: number, hash: number): number {
     if (this.#live === this.#limit) throw new RangeError(`WaitSlots: more than ${this.#limit} waits`);
     if (2 * (this.#live + 1) > this.#mask + 1) this.#grow();
     const numbers = this.#numbers;
@@ -94,6 +137,8 @@ export class WaitSlots {
     numbers[2 * slot] = number;
     numbers[2 * slot + 1] = demand;
     this.#consumers[slot] = consumer;
+    this.#requestHashes[slot] = hash;
+    indexInsert(this.#requests, mask, hash, slot);
     this.#live++;
     return slot;
   }
@@ -107,8 +152,9 @@ export class WaitSlots {
     return this.#next + 4 * (this.#mask + 1) > Number.MAX_SAFE_INTEGER;
   }
 
-  /** Frees a slot: its number is gone, so its ticket is stale from now on. */
+  /** Frees a slot: its number is gone, so its ticket is stale from now on, and its (engine, request) names no wait. */
   remove(slot: number): void {
+    indexRemove(this.#requests, this.#mask, this.#requestHashes[slot]!, slot);
     this.#numbers[2 * slot] = FREE;
     this.#numbers[2 * slot + 1] = NONE;
     this.#consumers[slot] = undefined;
@@ -169,16 +215,19 @@ export class WaitSlots {
 
   /**
    * Doubles the table. A live number keeps its low bits, so it lands either in its old slot or
-   * in that slot plus the old size, and two live numbers never meet.
+   * in that slot plus the old size, and two live numbers never meet. The (engine, request)
+   * index is built anew, at the new size, over the moved slots.
    */
   #grow(): void {
     const old = this.#numbers;
+    const oldHashes = this.#requestHashes;
     const slots = this.#mask + 1;
     if (2 * slots > MAX_SLOTS) throw new RangeError(`WaitSlots: more than ${MAX_SLOTS} slots`);
     const numbers = new Float64Array(4 * slots);
     const consumers = packedArray<Consumer>(2 * slots);
+    const hashes = new Int32Array(2 * slots);
+    const requests = newIndex(2 * slots);
     const mask = 2 * slots - 1;
-    const moved: number[] = [];
     for (let slot = 0; slot < slots; slot++) {
       const number = old[2 * slot]!;
       if (number === FREE) continue;
@@ -186,12 +235,14 @@ export class WaitSlots {
       numbers[2 * to] = number;
       numbers[2 * to + 1] = old[2 * slot + 1]!;
       consumers[to] = this.#consumers[slot];
-      if (to !== slot) moved.push(to);
+      hashes[to] = oldHashes[slot]!;
+      indexInsert(requests, mask, oldHashes[slot]!, to);
     }
     this.#numbers = numbers;
     this.#consumers = consumers;
+    this.#requestHashes = hashes;
+    this.#requests = requests;
     this.#mask = mask;
-    for (const slot of moved) this.#moved(consumers[slot]!, slot);
   }
 }
 
