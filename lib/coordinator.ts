@@ -29,7 +29,6 @@ import { MISS } from './miss-reasons.js';
 import { COMPLETED, FAILED, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
 import { HOST } from './internal/host.js';
 import { WaitSlots, firstTicketNumber } from './internal/wait-slots.js';
-import { isTableLease } from './lease-table/table.js';
 import type {
   ArtifactBackend,
   Consumer,
@@ -196,6 +195,8 @@ const A_FAILED = 4;
  */
 export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   readonly #backend: ArtifactBackend;
+  /** Whether the backend has `leaseIsWellFormed` (checked a function at construction). */
+  readonly #backendVouches: boolean;
   readonly #maxQueued: number;
   readonly #maxWaiting: number;
   readonly #historyLimit: number;
@@ -275,6 +276,11 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
       throw invalidArgument('options.backend', 'an ArtifactBackend with a tryPinReady(key, consumer, want) method', backend);
     }
     this.#backend = backend;
+    const vouch = backend.leaseIsWellFormed;
+    if (vouch !== undefined && typeof vouch !== 'function') {
+      throw invalidArgument('options.backend.leaseIsWellFormed', 'a method (lease) => boolean, or none', vouch);
+    }
+    this.#backendVouches = vouch !== undefined;
     rejectUnknownOptions(options, OPTION_NAMES, 'options');
     this.#maxQueued = nonNegativeInteger('options.maxQueued', options.maxQueued);
     this.#maxWaiting = nonNegativeInteger('options.maxWaiting', options.maxWaiting);
@@ -843,7 +849,8 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
           if (typeof said === 'string' && said.length > 0) reason = said;
         } else if (kind === 'lease' && typeof result.close === 'function') {
           lease = result as unknown as Lease;
-          reason = leaseProblem(lease, key, want, consumer);
+          const vouched = this.#backendVouches && this.#backend.leaseIsWellFormed!(lease) === true;
+          reason = leaseProblem(lease, key, want, consumer, vouched);
           if (reason !== null) closeQuietly(lease);
         }
       }
@@ -867,17 +874,18 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
  * carry a slot, a slot generation and metadata. The slot generation is read as
  * `generation`, the contract's name, which every backend gives; the package's
  * own `slotGeneration` is not required, so a third-party lease needs none.
- * A lease of this package's lease table has its slot, generation and metadata
- * by construction, so they are not read: its `meta` is built on first read,
- * and building it here would put that on every wake (docs/benchmarks.md).
+ * `vouched`: the backend's `leaseIsWellFormed` said the slot, generation and
+ * metadata are well formed by construction, so they are not read. A lease
+ * table's lease is such a lease: its `meta` is built on first read, and
+ * building it here would put that on every wake (docs/benchmarks.md).
  */
-function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, consumer: Consumer): string | null {
+function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, consumer: Consumer, vouched: boolean): string | null {
   if (!key.equals(lease.key)) return MISS_IDENTITY.reason;
   if (lease.readiness !== want.readiness) return MISS_READINESS.reason;
   const owner = lease.consumer;
   const wellFormed =
     lease.closed === false &&
-    (isTableLease(lease) ||
+    (vouched ||
       (typeof lease.slot === 'number' &&
         (typeof lease.generation === 'number' || typeof lease.generation === 'bigint') &&
         isObject(lease.meta))) &&

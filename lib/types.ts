@@ -113,6 +113,14 @@ export interface Lease {
 export interface ArtifactBackend {
   /** Nonblocking lookup and atomic pin of a ready artifact for `consumer`, or a miss. */
   tryPinReady(key: ArtifactKey, consumer: Consumer, want: ReadinessRequest): Lease | Miss;
+  /**
+   * Optional: true when `lease`, which this backend's `tryPinReady` has just returned, has its
+   * `slot`, `generation` and `meta` well formed by construction, so a wake need not read them
+   * (a lease table's lease builds its `meta` on first read). The coordinator still checks the
+   * lease's key, readiness, consumer and `closed`. Without it, or when it answers anything but
+   * `true`, every hit's fields are checked; when it throws, the wake is a `backend-error` miss.
+   */
+  leaseIsWellFormed?(lease: Lease): boolean;
 }
 
 /** The caller's explicit resource-grant assertion. It is not a GPU reservation. */

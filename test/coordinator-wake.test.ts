@@ -402,6 +402,48 @@ describe('WaitCoordinator: what a wake accepts from the backend', () => {
     });
   }
 
+  it("a backend's leaseIsWellFormed vouches for a lease's slot, generation and meta, and for nothing else", () => {
+    const wakeVouched = (lease: ReturnType<typeof fakeLease>, answer: () => unknown) => {
+      let asked: unknown = null;
+      const coord = withBackend({
+        tryPinReady: () => lease,
+        leaseIsWellFormed: (l: Lease) => {
+          asked = l;
+          return answer() as boolean;
+        },
+      });
+      const result = coord.onWake(ticketOf(coord.onWait(consumer(1), makeKey(1))));
+      expect(asked).toBe(lease);
+      return result;
+    };
+    // Vouched for: the missing slot and meta are not read.
+    const bare = fakeLease({ slot: undefined as never, meta: undefined as never });
+    const hit = wakeVouched(bare, () => true);
+    expect(hit.kind).toBe('hit');
+    expect(bare.closes).toBe(0);
+    // Anything but true is no vouching; a throw is the backend's error.
+    for (const answer of [() => false, () => 1, () => 'yes', () => { throw new Error('boom'); }]) {
+      const lease = fakeLease({ slot: undefined as never });
+      expect(wakeVouched(lease, answer)).toEqual({ kind: 'miss', reason: 'backend-error' });
+      expect(lease.closes).toBe(1);
+    }
+    // What it does not vouch for is still checked: the consumer, the key, closed.
+    for (const fields of [{ consumer: consumer(2) }, { key: makeKey(2) }, { closes: 1 } as unknown as Partial<Lease>]) {
+      const lease = fakeLease(fields);
+      const closesBefore = lease.closes;
+      expect(wakeVouched(lease, () => true).kind).toBe('miss');
+      expect(lease.closes).toBe(closesBefore + 1);
+    }
+  });
+
+  it('a leaseIsWellFormed that is not a method is refused when the coordinator is made', () => {
+    for (const bad of [true, 1, 'yes', {}]) {
+      expect(() => withBackend({ tryPinReady: () => ({ kind: 'miss', reason: 'absent' }), leaseIsWellFormed: bad as never })).toThrow(
+        expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', message: expect.stringContaining('leaseIsWellFormed') }),
+      );
+    }
+  });
+
   it('past 64 distinct reasons the stats count "other", but the wake still returns the real reason', () => {
     let n = 0;
     const coord = withBackend({ tryPinReady: () => ({ kind: 'miss', reason: n < 64 ? `reason-${n++}` : 'absent' }) });

@@ -1206,8 +1206,9 @@ function conformance(impl: Impl, h: Harness): void {
     });
 
     it("a backend over the table is still held to its lease: one closed, of another key or of another consumer is refused", () => {
-      // The coordinator does not read a table lease's slot, generation or meta (it has them by
-      // construction, and meta is built on first read); whether it is open, and whose, it does.
+      // leaseTableBackend vouches for a table lease's slot, generation and meta (it has them by
+      // construction, and meta is built on first read), so the coordinator does not read them;
+      // whether it is open, and whose, it still checks. Each wrong backend here vouches the same way.
       const { producer, consumer: reader } = pair(h);
       const keys = [makeKey(1), makeKey(2)];
       for (const key of keys) publish(producer, key);
@@ -1216,8 +1217,10 @@ function conformance(impl: Impl, h: Harness): void {
         ['of another key', (_key, owner, want) => reader.tryPin(keys[1]!, want, owner), 'identity-mismatch'],
         ['of another consumer', (key, _owner, want) => reader.tryPin(key, want, consumer(9)), 'backend-error'],
       ];
+      const { leaseIsWellFormed } = leaseTableBackend(reader);
+      expect(typeof leaseIsWellFormed).toBe('function');
       for (const [, tryPinReady, reason] of wrong) {
-        const coord = withBackend({ tryPinReady });
+        const coord = withBackend({ tryPinReady, leaseIsWellFormed });
         expect(coord.onWake(coord.onWait(consumer(1), keys[0]!).ticket!)).toEqual({ kind: 'miss', reason });
         // A refused lease is released: nothing stays pinned.
         expect(producer.inspect().slots.map((slot) => slot.pinHolders)).toEqual([[], []]);

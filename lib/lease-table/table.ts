@@ -195,7 +195,7 @@ let leaseTableOf: (lease: unknown) => LeaseTable | null | undefined;
 let detachLease: (lease: TableLease | TableDigestLease, tokens: Uint32Array, at: number) => void;
 
 /** Whether `lease` is a lease this module made for a key (its fields are known good); set by TableLease's static block. */
-export let isTableLease: (lease: object) => boolean;
+let isTableLease: (lease: object) => boolean;
 
 const CLOSED_LEASE_TOKEN = 'handoffToken(): the lease is closed; a token is handed over only while its lease is held (docs/lease-table.md, "Handing a lease to another process")';
 
@@ -924,5 +924,8 @@ export function leaseHandoffToken(lease: Lease | DigestLease): string {
 /** The coordinator's backend over a lease table: `new WaitCoordinator({ backend: leaseTableBackend(table), … })`. */
 export function leaseTableBackend(table: LeaseTable): ArtifactBackend {
   if (!(table instanceof LeaseTable)) throw invalidArgument('table', 'a LeaseTable from openLeaseTable()', table);
-  return { tryPinReady: (key, consumer, want) => table.tryPin(key, want, consumer) };
+  return {
+    tryPinReady: (key, consumer, want) => table.tryPin(key, want, consumer),
+    leaseIsWellFormed: (lease) => isTableLease(lease),
+  };
 }
