@@ -7,6 +7,8 @@
 //   npm run -s bench:coordinator -- --json    one JSON object on stdout, nothing else
 //   npm run bench:coordinator -- --quick      smaller run, under 30 s
 //   ... -- --sizes 1000,100000                choose the waiting counts
+//   ... -- --request-chars 36                 request names of that many characters (default
+//                                             `req-<i>`, 5-11): the coordinator hashes each name
 //
 // Steady state: N units are queued, one consumer each, on distinct keys. A
 // cycle admits one new wait at the tail, issues the head, completes it, wakes
@@ -37,7 +39,8 @@ if (flag('child')) {
   const waiting = Number(option('waiting', '1000'));
   const cycles = Number(option('cycles', '100000'));
   const tickets = option('tickets', 'string');
-  process.stdout.write(JSON.stringify(await measure(waiting, cycles, tickets)) + '\n');
+  const requestChars = option('request-chars', null);
+  process.stdout.write(JSON.stringify(await measure(waiting, cycles, tickets, requestChars === null ? null : Number(requestChars))) + '\n');
 } else {
   await main();
 }
@@ -49,6 +52,10 @@ async function main() {
   const forms = option('tickets', 'string,number').split(',');
   if (forms.some((f) => f !== 'string' && f !== 'number')) throw new Error(`--tickets wants string and/or number, got ${option('tickets')}`);
   if (sizes.some((n) => !Number.isSafeInteger(n) || n < 1)) throw new Error(`--sizes wants positive integers, got ${option('sizes')}`);
+  const requestChars = option('request-chars', null);
+  if (requestChars !== null && !(Number.isSafeInteger(Number(requestChars)) && Number(requestChars) >= 12 && Number(requestChars) <= 4096)) {
+    throw new Error(`--request-chars wants an integer in [12, 4096] (room for a unique name), got ${requestChars}`);
+  }
   const cycles = Number(option('cycles', quick ? '200000' : '1000000'));
   const repeats = quick ? 1 : 3;
   const script = fileURLToPath(import.meta.url);
@@ -59,7 +66,7 @@ async function main() {
       for (let r = 0; r < repeats; r++) {
         const out = execFileSync(
           process.execPath,
-          ['--expose-gc', '--max-old-space-size=8192', script, '--child', '--waiting', String(waiting), '--cycles', String(cycles), '--tickets', tickets],
+          ['--expose-gc', '--max-old-space-size=8192', script, '--child', '--waiting', String(waiting), '--cycles', String(cycles), '--tickets', tickets, ...(requestChars === null ? [] : ['--request-chars', requestChars])],
           { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
         );
         runs.push(JSON.parse(out));
@@ -84,12 +91,16 @@ async function main() {
   }
 }
 
-async function measure(waiting, cycles, form) {
+async function measure(waiting, cycles, form, requestChars) {
   const ring = waiting + RING_SPARE;
   const keys = new Array(ring);
   for (let i = 0; i < ring; i++) keys[i] = benchKey(i);
   // As an orchestrator would, each wait names its consumer with a fresh object.
-  const consumer = (i) => ({ engine: 'engine-0', request: `req-${i}`, generation: 0 });
+  // With --request-chars, the name is padded to that length in front, so names differ only at
+  // the end, as ids with a common prefix (`chatcmpl-…`) do.
+  const consumer = requestChars === null
+    ? (i) => ({ engine: 'engine-0', request: `req-${i}`, generation: 0 })
+    : (i) => ({ engine: 'engine-0', request: `req-${i}`.padStart(requestChars, 'r'), generation: 0 });
   const tickets = new Array(ring).fill(null);
   const grant = { worker: 'bench-worker', grant: 'bench-grant' };
   const ok = { ok: true };
@@ -174,7 +185,7 @@ async function measure(waiting, cycles, form) {
   if (stats.waiting !== waiting || stats.queued !== waiting || stats.hits !== warmup + cycles || stats.inFlight !== 0) {
     throw new Error(`bench miscounted: ${JSON.stringify(stats)}`);
   }
-  return { waiting, cycle_ns: Math.round(elapsed / cycles), cycle_cpu_ns: Math.round(((cpu.user + cpu.system) * 1000) / cycles), gc_ns: Math.round(gcNs / cycles), harness_ns: Math.round(harnessNs), alloc_floor_ns: allocFloorNs, bytes_per_waiting: bytesPerWaiting, array_buffer_bytes_per_waiting: bufferBytesPerWaiting, total_bytes_per_waiting: bytesPerWaiting + bufferBytesPerWaiting, tickets: form };
+  return { waiting, cycle_ns: Math.round(elapsed / cycles), cycle_cpu_ns: Math.round(((cpu.user + cpu.system) * 1000) / cycles), gc_ns: Math.round(gcNs / cycles), harness_ns: Math.round(harnessNs), alloc_floor_ns: allocFloorNs, bytes_per_waiting: bytesPerWaiting, array_buffer_bytes_per_waiting: bufferBytesPerWaiting, total_bytes_per_waiting: bytesPerWaiting + bufferBytesPerWaiting, tickets: form, request_chars: requestChars };
 }
 
 /**
