@@ -5,7 +5,7 @@
  */
 import { invalidArgument } from './errors.js';
 import { brand } from './internal/brand.js';
-import { isObject, nonEmptyString, nonNegativeInteger, ownField } from './internal/validate.js';
+import { isObject, nonEmptyString, nonNegativeInteger } from './internal/validate.js';
 import type { Consumer } from './types.js';
 
 /**
@@ -19,10 +19,12 @@ export function checkConsumer(value: unknown): Consumer {
   if (!isObject(value)) throw invalidArgument('consumer', 'an object { engine, request, generation }', value);
   // Built from `{}`, whose spare in-object room takes the mark; a three-field literal has none,
   // and the mark would cost it a separate property array.
+  // Named loads, each behind its own-property test: `ownField`'s load by a variable name is a
+  // megamorphic keyed load when it is not inlined.
   const consumer = {} as { engine: string; request: string; generation: number };
-  consumer.engine = nonEmptyString('consumer.engine', ownField(value, 'engine'));
-  consumer.request = nonEmptyString('consumer.request', ownField(value, 'request'));
-  consumer.generation = nonNegativeInteger('consumer.generation', ownField(value, 'generation'));
+  consumer.engine = nonEmptyString('consumer.engine', Object.hasOwn(value, 'engine') ? value.engine : undefined);
+  consumer.request = nonEmptyString('consumer.request', Object.hasOwn(value, 'request') ? value.request : undefined);
+  consumer.generation = nonNegativeInteger('consumer.generation', Object.hasOwn(value, 'generation') ? value.generation : undefined);
   checked.mark(consumer);
   return Object.freeze(consumer);
 }
@@ -34,9 +36,9 @@ export function checkConsumer(value: unknown): Consumer {
 export function isConsumer(value: unknown): value is Consumer {
   if (!isObject(value)) return false;
   if (checked.has(value)) return true;
-  const engine = ownField(value, 'engine');
-  const request = ownField(value, 'request');
-  const generation = ownField(value, 'generation');
+  const engine = Object.hasOwn(value, 'engine') ? value.engine : undefined;
+  const request = Object.hasOwn(value, 'request') ? value.request : undefined;
+  const generation = Object.hasOwn(value, 'generation') ? value.generation : undefined;
   return typeof engine === 'string' && engine !== '' && typeof request === 'string' && request !== '' &&
     Number.isSafeInteger(generation) && (generation as number) >= 0;
 }
