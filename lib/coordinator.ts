@@ -195,8 +195,12 @@ const A_FAILED = 4;
  */
 export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
   readonly #backend: ArtifactBackend;
-  /** Whether the backend has `leaseIsWellFormed` (checked a function at construction). */
-  readonly #backendVouches: boolean;
+  /**
+   * The backend's `leaseIsWellFormed`, read once at construction from the backend and its
+   * prototypes short of `Object.prototype` (so a polluted `Object.prototype` vouches for no
+   * backend's leases), or `null`.
+   */
+  readonly #vouch: ((lease: Lease) => unknown) | null;
   readonly #maxQueued: number;
   readonly #maxWaiting: number;
   readonly #historyLimit: number;
@@ -276,11 +280,11 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
       throw invalidArgument('options.backend', 'an ArtifactBackend with a tryPinReady(key, consumer, want) method', backend);
     }
     this.#backend = backend;
-    const vouch = backend.leaseIsWellFormed;
+    const vouch = ownMethod(backend, 'leaseIsWellFormed');
     if (vouch !== undefined && typeof vouch !== 'function') {
       throw invalidArgument('options.backend.leaseIsWellFormed', 'a method (lease) => boolean, or none', vouch);
     }
-    this.#backendVouches = vouch !== undefined;
+    this.#vouch = vouch === undefined ? null : (vouch as (lease: Lease) => unknown);
     rejectUnknownOptions(options, OPTION_NAMES, 'options');
     this.#maxQueued = nonNegativeInteger('options.maxQueued', options.maxQueued);
     this.#maxWaiting = nonNegativeInteger('options.maxWaiting', options.maxWaiting);
@@ -849,7 +853,7 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
           if (typeof said === 'string' && said.length > 0) reason = said;
         } else if (kind === 'lease' && typeof result.close === 'function') {
           lease = result as unknown as Lease;
-          const vouched = this.#backendVouches && this.#backend.leaseIsWellFormed!(lease) === true;
+          const vouched = this.#vouch !== null && this.#vouch.call(this.#backend, lease) === true;
           reason = leaseProblem(lease, key, want, consumer, vouched);
           if (reason !== null) closeQuietly(lease);
         }
@@ -894,6 +898,19 @@ function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, co
     owner.request === consumer.request &&
     owner.generation === consumer.generation;
   return wellFormed ? null : MISS_BACKEND_ERROR.reason;
+}
+
+/**
+ * `object[name]` found on the object or its prototypes short of `Object.prototype` (a class's
+ * method is on its prototype; an inherited polluted `Object.prototype` property is not the
+ * object's), else `undefined`.
+ */
+function ownMethod(object: object, name: string): unknown {
+  for (let at: object | null = object; at !== null && at !== Object.prototype; at = Object.getPrototypeOf(at)) {
+    const found = Object.getOwnPropertyDescriptor(at, name);
+    if (found !== undefined) return 'value' in found ? found.value : found.get?.call(object);
+  }
+  return undefined;
 }
 
 /** Removes `list[at]`, keeping the order: `splice` would allocate the array of what it removed. */

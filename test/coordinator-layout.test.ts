@@ -52,7 +52,7 @@ describe('DemandTable', () => {
   ] as const) {
     it(`finds each identity as itself, through adds and removes in any order (${name})`, () => {
       fc.assert(
-        fc.property(fc.array(fc.tuple(fc.nat(KEYS.length - 1), fc.nat(WANTS.length - 1)), { maxLength: 120 }), (ops) => {
+        fc.property(fc.array(fc.tuple(fc.nat(KEYS.length - 1), fc.nat(WANTS.length - 1)), { maxLength: 120, size: 'max' }), (ops) => {
           const table: DemandTable = make();
           const model = new Map<string, number>();
           for (const [k, w] of ops) {
@@ -205,13 +205,16 @@ describe('WaitSlots and tickets', () => {
     ['its own hash', () => new WaitSlots(1000, RANDOM, 1, 0x2468ace)],
   ] as const) {
     it(`finds each (engine, request) as itself, through adds, removes and growth in any order (${name})`, () => {
+      let most = 0;
       fc.assert(
-        fc.property(fc.array(fc.tuple(fc.nat(PAIRS.length - 1), fc.nat(40)), { maxLength: 200 }), (ops) => {
+        // size 'max': fast-check would otherwise draw at most about 10 operations, too few to grow the table.
+        fc.property(fc.array(fc.tuple(fc.nat(PAIRS.length - 1), fc.nat(40)), { maxLength: 400, size: 'max' }), (ops) => {
           const slots: WaitSlots = make();
           const model = new Map<string, Consumer>();
           const slotOf = ([engine, request]: [string, string]) => slots.findRequest(slots.requestHash(engine, request), engine, request);
           for (const [p, n] of ops) {
-            // 8 pairs times 41 request suffixes: up to 328 live waits, so the table doubles to 1,024 slots.
+            // 8 pairs times 41 request suffixes: up to 328 live waits; the runs reach past 128 (checked
+            // below), so the table doubles from 16 to at least 512 slots, its index rebuilt each time.
             const pair: [string, string] = [PAIRS[p]![0], `${PAIRS[p]![1]}#${n}`];
             const id = JSON.stringify(pair);
             const had = model.get(id);
@@ -219,6 +222,7 @@ describe('WaitSlots and tickets', () => {
               const c = Object.freeze({ engine: pair[0], request: pair[1], generation: 0 });
               const slot = slots.add(c, n, slots.requestHash(c.engine, c.request));
               model.set(id, c);
+              most = Math.max(most, model.size);
               expect(slotOf(pair)).toBe(slot);
             } else {
               slots.remove(slotOf(pair));
@@ -238,6 +242,7 @@ describe('WaitSlots and tickets', () => {
         }),
         { numRuns: 100 },
       );
+      expect(most).toBeGreaterThan(128);
     });
   }
 

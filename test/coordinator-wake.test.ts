@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InMemoryBackend, type ArtifactBackend, type Lease } from '../lib/index.js';
+import { InMemoryBackend, type ArtifactBackend, type Lease, type WaitCoordinator } from '../lib/index.js';
 import { GRANT, TARGET_A, consumer, makeKey, setup, statsWithout, ticketOf, withBackend } from './helpers.js';
 
 /** A lease object like a backend would hand out, recording its closes. */
@@ -428,12 +428,39 @@ describe('WaitCoordinator: what a wake accepts from the backend', () => {
       expect(lease.closes).toBe(1);
     }
     // What it does not vouch for is still checked: the consumer, the key, closed.
-    for (const fields of [{ consumer: consumer(2) }, { key: makeKey(2) }, { closes: 1 } as unknown as Partial<Lease>]) {
+    const unvouched: Array<[Partial<Lease>, string]> = [
+      [{ consumer: consumer(2) }, 'backend-error'],
+      [{ key: makeKey(2) }, 'identity-mismatch'],
+      [{ readiness: 'device' }, 'readiness-mismatch'],
+      [{ closes: 1 } as unknown as Partial<Lease>, 'backend-error'],
+    ];
+    for (const [fields, reason] of unvouched) {
       const lease = fakeLease(fields);
       const closesBefore = lease.closes;
-      expect(wakeVouched(lease, () => true).kind).toBe('miss');
+      expect(wakeVouched(lease, () => true)).toEqual({ kind: 'miss', reason });
       expect(lease.closes).toBe(closesBefore + 1);
     }
+  });
+
+  it('leaseIsWellFormed runs as backend code: a mutating call from it is refused, and the wake is a backend-error miss', () => {
+    let refused: unknown = null;
+    const lease = fakeLease();
+    const coord: WaitCoordinator = withBackend({
+      tryPinReady: () => lease,
+      leaseIsWellFormed: () => {
+        try {
+          coord.onWait(consumer(7), makeKey(7));
+        } catch (error) {
+          refused = error;
+          throw error;
+        }
+        return true;
+      },
+    });
+    expect(coord.onWake(ticketOf(coord.onWait(consumer(1), makeKey(1))))).toEqual({ kind: 'miss', reason: 'backend-error' });
+    expect(refused).toMatchObject({ code: 'ERR_REENTRANT' });
+    expect(lease.closes).toBe(1);
+    expect(coord.stats()).toMatchObject({ waiting: 0, queued: 0 });
   });
 
   it('a leaseIsWellFormed that is not a method is refused when the coordinator is made', () => {

@@ -1218,7 +1218,15 @@ function conformance(impl: Impl, h: Harness): void {
         ['of another consumer', (key, _owner, want) => reader.tryPin(key, want, consumer(9)), 'backend-error'],
       ];
       const { leaseIsWellFormed } = leaseTableBackend(reader);
-      expect(typeof leaseIsWellFormed).toBe('function');
+      // It vouches for this table's leases, and for nothing else.
+      const own = reader.tryPin(keys[0]!);
+      expect(own.kind).toBe('lease');
+      if (own.kind === 'lease') {
+        expect(leaseIsWellFormed!(own)).toBe(true);
+        own.close();
+      }
+      const lookalike = { kind: 'lease', key: keys[0]!, consumer: consumer(1), readiness: 'host', slot: 0, generation: 1, meta: {}, closed: false, close() {} };
+      expect(leaseIsWellFormed!(lookalike as never)).toBe(false);
       for (const [, tryPinReady, reason] of wrong) {
         const coord = withBackend({ tryPinReady, leaseIsWellFormed });
         expect(coord.onWake(coord.onWait(consumer(1), keys[0]!).ticket!)).toEqual({ kind: 'miss', reason });

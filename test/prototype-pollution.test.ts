@@ -147,6 +147,28 @@ describe('prototype pollution: coordinator', () => {
     expect(clock).toBe(0);
   });
 
+  it("an inherited leaseIsWellFormed vouches for no backend's leases, and a polluted non-function breaks no constructor", () => {
+    // A lease without slot or meta: refused unless its own backend vouches for it.
+    const bare = () => ({ kind: 'lease', key: makeKey(1), consumer: consumer(1), readiness: 'host', generation: 1, closed: false, close() {} });
+    const plain = { tryPinReady: bare };
+    const wake = (backend: object) => {
+      const coord = new WaitCoordinator({ backend: backend as never, maxQueued: 4, maxWaiting: 4, historyLimit: 4 });
+      return coord.onWake(coord.onWait(consumer(1), makeKey(1)).ticket!);
+    };
+    expect(polluted({ leaseIsWellFormed: () => true }, () => wake(plain))).toEqual({ kind: 'miss', reason: 'backend-error' });
+    expect(polluted({ leaseIsWellFormed: true }, () => outcome(() => wake(plain)))).toEqual({ value: { kind: 'miss', reason: 'backend-error' } });
+    // A method on the backend's own class counts: it is the backend's.
+    class Vouching {
+      tryPinReady() {
+        return bare();
+      }
+      leaseIsWellFormed() {
+        return true;
+      }
+    }
+    expect(wake(new Vouching()).kind).toBe('hit');
+  });
+
   it('onWait reads its opts and its consumer from own properties only', () => {
     const { coord } = setup();
     const persisted = polluted({ readiness: 'persisted' }, () => coord.onWait(consumer(1), makeKey(1), {}));

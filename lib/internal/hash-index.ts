@@ -12,7 +12,7 @@
  * Removal shifts the later entries of the probe run back, so there are no tombstones.
  */
 
-/** The value of an empty entry; values are non-negative Int32. */
+/** The value of an empty entry (its hash field is unused; it holds the same); values are non-negative Int32. */
 export const EMPTY = -1;
 
 /** A new index of `size` entries (a power of two), all empty. */
@@ -28,10 +28,13 @@ export function indexInsert(entries: Int32Array, mask: number, hash: number, val
   entries[2 * at + 1] = value;
 }
 
-/** Takes out the entry of `value`, which is in the index under `hash`. */
+/** Takes out the entry of `value`, which is in the index under `hash` (else it throws: the owner's records and index disagree). */
 export function indexRemove(entries: Int32Array, mask: number, hash: number, value: number): void {
   let hole = hash & mask;
-  while (entries[2 * hole + 1] !== value) hole = (hole + 1) & mask;
+  for (let entry = entries[2 * hole + 1]; entry !== value; entry = entries[2 * hole + 1]) {
+    if (entry === EMPTY) throw new Error(`waitprep internal: index entry ${value} missing`);
+    hole = (hole + 1) & mask;
+  }
   // Backward shift: walk the rest of the run; an entry whose home slot does not lie
   // (cyclically) after the hole and up to its own position moves into the hole.
   for (let at = (hole + 1) & mask; entries[2 * at + 1] !== EMPTY; at = (at + 1) & mask) {
@@ -42,6 +45,6 @@ export function indexRemove(entries: Int32Array, mask: number, hash: number, val
     entries[2 * hole + 1] = entries[2 * at + 1]!;
     hole = at;
   }
-  entries[2 * hole] = 0;
+  entries[2 * hole] = EMPTY;
   entries[2 * hole + 1] = EMPTY;
 }

@@ -60,7 +60,7 @@ export class WaitSlots {
   #requests: Int32Array;
   /** Slots minus one: a power of two, at least twice the live waits. */
   #mask: number;
-  /** Random per table: where a request lands cannot be chosen from outside. */
+  /** Random per table, for {@link requestHash}: where a request lands is not known from outside (FNV-1a is no keyed hash, so collisions can still be sought). */
   readonly #seed: number;
   readonly #limit: number;
   #live = 0;
