@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 import unittest
 from typing import Optional
 
 import waitprep
+
+# CI runs the suite against the copy `pip install` put in a virtual environment and says so: then
+# a test that found the checkout's copy instead would test the wrong files.
+if os.environ.get("WAITPREP_TEST_INSTALLED") == "1" and not os.path.abspath(waitprep.__file__).startswith(os.path.abspath(sys.prefix) + os.sep):
+    raise RuntimeError("WAITPREP_TEST_INSTALLED=1, but waitprep was imported from %s, not from %s" % (waitprep.__file__, sys.prefix))
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEY_VECTORS = os.path.join(REPO, "test", "vectors", "keys.json")

@@ -5,15 +5,12 @@ tokens, no key holds more than one chunk of tokens."""
 import json
 import os
 import random
-import sys
 import unittest
 from array import array
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from waitprep import WaitprepError  # noqa: E402
-from waitprep import key as wpkey  # noqa: E402
-from waitprep.chunk_keys import (  # noqa: E402
+from waitprep import WaitprepError
+from waitprep import key as wpkey
+from waitprep.chunk_keys import (
     CHUNK_PARENT_FIELD,
     MANIFEST_FIELD,
     ChunkChain,
@@ -22,7 +19,7 @@ from waitprep.chunk_keys import (  # noqa: E402
     chunk_profile,
     manifest_key,
 )
-from waitprep.manifest import encode_manifest  # noqa: E402
+from waitprep.manifest import encode_manifest
 
 VECTORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "vectors", "chunk-keys.json")
 

@@ -8,7 +8,7 @@ import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(HERE, "..")]
+sys.path.insert(0, HERE)  # _support; waitprep itself comes from the installed copy or PYTHONPATH
 
 from _support import TableCase, needs_library  # noqa: E402
 from waitprep import WaitprepError  # noqa: E402
