@@ -7,7 +7,7 @@
 //   npm run -s bench:coordinator -- --json    one JSON object on stdout, nothing else
 //   npm run bench:coordinator -- --quick      smaller run, under 30 s
 //   ... -- --sizes 1000,100000                choose the waiting counts
-//   ... -- --request-chars 36                 request names of that many characters (default
+//   ... -- --request-chars 36                 flat request names of that many characters (default
 //                                             `req-<i>`, 5-11): the coordinator hashes each name
 //
 // Steady state: N units are queued, one consumer each, on distinct keys. A
@@ -96,11 +96,14 @@ async function measure(waiting, cycles, form, requestChars) {
   const keys = new Array(ring);
   for (let i = 0; i < ring; i++) keys[i] = benchKey(i);
   // As an orchestrator would, each wait names its consumer with a fresh object.
-  // With --request-chars, the name is padded to that length in front, so names differ only at
-  // the end, as ids with a common prefix (`chatcmpl-…`) do.
+  // With --request-chars, names of that length: a fixed prefix, then the number in 12 digits, so
+  // names differ only at the end, as ids with a common prefix (`chatcmpl-…`) do. Joined by
+  // Array#join, which makes a flat string as a parsed JSON request would bring; a concatenation
+  // or padStart of that length makes a rope, which the first read of its characters flattens.
+  const prefix = requestChars === null ? '' : 'r'.repeat(requestChars - 12);
   const consumer = requestChars === null
     ? (i) => ({ engine: 'engine-0', request: `req-${i}`, generation: 0 })
-    : (i) => ({ engine: 'engine-0', request: `req-${i}`.padStart(requestChars, 'r'), generation: 0 });
+    : (i) => ({ engine: 'engine-0', request: [prefix, String(i).padStart(12, '0')].join(''), generation: 0 });
   const tickets = new Array(ring).fill(null);
   const grant = { worker: 'bench-worker', grant: 'bench-grant' };
   const ok = { ok: true };
