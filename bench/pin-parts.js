@@ -17,6 +17,7 @@ import { openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { EXCHANGE } from 'waitprep/layout';
 import { nativeAddon } from 'waitprep/testing';
 import { benchKey } from './common.js';
+import { fillCold } from './pin/lease-table.js';
 
 if (nativeAddon === null) throw new Error('pin-parts needs the native addon (npm run build:native)');
 const numberOption = (name, fallback) => {
@@ -88,19 +89,8 @@ function hotParts() {
 }
 
 function coldParts() {
-  const keys = [];
-  for (let i = 0; keys.length < capacity / 4; i++) {
-    const key = benchKey(i);
-    let reservation;
-    try {
-      reservation = producer.reserve(key);
-    } catch (error) {
-      if (error.code === 'ERR_TABLE_FULL') continue;
-      throw error;
-    }
-    producer.publish(reservation, { sizeBytes: 1, location: 2, checksum: 3, codecId: 1, representationVersion: 1 });
-    keys.push(key);
-  }
+  // bench:pin's cold-slot-25 fill: the same keys, in the same order.
+  const keys = fillCold(producer, { cold: { capacity, load: 0.25 } });
   const n = keys.length;
   const digests = new Uint8Array(32 * n);
   keys.forEach((key, k) => digests.set(Buffer.from(key.hex, 'hex'), 32 * k));

@@ -24,7 +24,7 @@ import {
 } from './diagnostics.js';
 import { checkConsumer } from './consumer.js';
 import { normalizeTarget } from './device-target.js';
-import { isObject, nonNegativeInteger, ownField, ownOptions, rejectUnknownOptions } from './internal/validate.js';
+import { isObject, nonNegativeInteger, ownField, ownMethod, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { MISS } from './miss-reasons.js';
 import { COMPLETED, FAILED, IDLE, IN_FLIGHT, NONE, NO_OUTCOME, QUEUED, DemandTable } from './internal/demand-table.js';
 import { HOST } from './internal/host.js';
@@ -276,7 +276,8 @@ export class WaitCoordinator<Ticket extends WaitTicket | number = WaitTicket> {
     // Own properties only: an option inherited from a polluted Object.prototype is not the caller's.
     options = ownOptions(options);
     const { backend } = options;
-    if (!isObject(backend) || typeof backend.tryPinReady !== 'function') {
+    // Methods are looked up short of Object.prototype: a polluted one is no backend's method.
+    if (!isObject(backend) || typeof ownMethod(backend, 'tryPinReady') !== 'function') {
       throw invalidArgument('options.backend', 'an ArtifactBackend with a tryPinReady(key, consumer, want) method', backend);
     }
     this.#backend = backend;
@@ -898,19 +899,6 @@ function leaseProblem(lease: Lease, key: ArtifactKey, want: ReadinessRequest, co
     owner.request === consumer.request &&
     owner.generation === consumer.generation;
   return wellFormed ? null : MISS_BACKEND_ERROR.reason;
-}
-
-/**
- * `object[name]` found on the object or its prototypes short of `Object.prototype` (a class's
- * method is on its prototype; an inherited polluted `Object.prototype` property is not the
- * object's), else `undefined`.
- */
-function ownMethod(object: object, name: string): unknown {
-  for (let at: object | null = object; at !== null && at !== Object.prototype; at = Object.getPrototypeOf(at)) {
-    const found = Object.getOwnPropertyDescriptor(at, name);
-    if (found !== undefined) return 'value' in found ? found.value : found.get?.call(object);
-  }
-  return undefined;
 }
 
 /** Removes `list[at]`, keeping the order: `splice` would allocate the array of what it removed. */

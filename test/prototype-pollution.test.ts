@@ -169,6 +169,12 @@ describe('prototype pollution: coordinator', () => {
     expect(wake(new Vouching()).kind).toBe('hit');
   });
 
+  it('an inherited tryPinReady makes no object a backend', () => {
+    const result = polluted({ tryPinReady: () => ({ kind: 'miss', reason: 'absent' }) }, () =>
+      outcome(() => new WaitCoordinator({ backend: {} as never, maxQueued: 4, maxWaiting: 4, historyLimit: 4 })));
+    expect(result).toEqual({ code: 'ERR_INVALID_ARGUMENT' });
+  });
+
   it('onWait reads its opts and its consumer from own properties only', () => {
     const { coord } = setup();
     const persisted = polluted({ readiness: 'persisted' }, () => coord.onWait(consumer(1), makeKey(1), {}));

@@ -54,9 +54,9 @@ export function createTable(ctx, given, implementation) {
 /**
  * Publishes distinct bench keys until `ctx.cold.load` of the table is READY. A key whose 8-slot
  * window is full already is skipped and counted (`ctx.fill.windowFull`): a fill from empty, not
- * the steady churn of a serving table. Returns the published keys.
+ * the steady churn of a serving table. Returns the published keys. Also bench/pin-parts.js --cold.
  */
-function fillCold(producer, ctx) {
+export function fillCold(producer, ctx) {
   const target = Math.round(ctx.cold.capacity * ctx.cold.load);
   const keys = [];
   let attempts = 0;

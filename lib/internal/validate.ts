@@ -29,6 +29,20 @@ export function ownField(object: object, name: string): unknown {
 }
 
 /**
+ * `object[name]` found on the object or its prototypes short of `Object.prototype`, else
+ * `undefined`: how a method of a caller's object (a class instance's sits on its prototype) is
+ * read, so that one inherited from a polluted `Object.prototype` is never taken for it. A getter
+ * is called on `object`.
+ */
+export function ownMethod(object: object, name: string): unknown {
+  for (let at: object | null = object; at !== null && at !== Object.prototype; at = Object.getPrototypeOf(at)) {
+    const found = Object.getOwnPropertyDescriptor(at, name);
+    if (found !== undefined) return 'value' in found ? found.value : found.get?.call(object);
+  }
+  return undefined;
+}
+
+/**
  * A copy of `options` holding only its own enumerable properties, without a prototype, so that
  * every later read of it (destructuring, `options.x ?? default`) sees only what the caller
  * passed, whatever `Object.prototype` holds. For option objects read at construction, not on a
