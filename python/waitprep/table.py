@@ -564,7 +564,8 @@ class Table:
         raise status_error(self._lib, status, "peek(%s)" % digest.hex())
 
     def client_pins(self, slot: int) -> int:
-        """Pins this client holds on ``slot``."""
+        """Pins this client holds on ``slot``. A snapshot for tests and inspection: while other
+        threads of this Table pin or unpin the slot, it may mix two moments (waitprep.h)."""
         return self._lib.wp_client_pins(self._h("client_pins"), _u32("slot", slot))
 
     def slot_state(self, slot: int) -> "tuple[str, int]":
