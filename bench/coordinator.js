@@ -9,6 +9,8 @@
 //   ... -- --sizes 1000,100000                choose the waiting counts
 //   ... -- --request-chars 36                 flat request names of that many characters (default
 //                                             `req-<i>`, 5-11): the coordinator hashes each name
+//   node <V8 or Node flags> bench/coordinator.js   the children run with the same flags (for example
+//                                             --max-inlined-bytecode-size-cumulative=5000)
 //
 // Steady state: N units are queued, one consumer each, on distinct keys. A
 // cycle admits one new wait at the tail, issues the head, completes it, wakes
@@ -66,7 +68,7 @@ async function main() {
       for (let r = 0; r < repeats; r++) {
         const out = execFileSync(
           process.execPath,
-          ['--expose-gc', '--max-old-space-size=8192', script, '--child', '--waiting', String(waiting), '--cycles', String(cycles), '--tickets', tickets, ...(requestChars === null ? [] : ['--request-chars', requestChars])],
+          [...process.execArgv, '--expose-gc', '--max-old-space-size=8192', script, '--child', '--waiting', String(waiting), '--cycles', String(cycles), '--tickets', tickets, ...(requestChars === null ? [] : ['--request-chars', requestChars])],
           { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
         );
         runs.push(JSON.parse(out));

@@ -9,6 +9,7 @@
 //   npm run bench:sporadic -- --quick         smaller run (a 256 MiB floor, few wakes), ~10 s
 //   ... -- --impl native,js,stub,noop --idle 2,20  choose backends and idle times (ms)
 //   ... -- --tickets number                    the coordinator's numeric tickets (default string)
+//   node <V8 or Node flags> bench/sporadic.js  each backend's process runs with the same flags
 //
 // One wake: onWait (a new consumer on a key that must queue), beginNext, the producer's reserve +
 // publish of the key in the lease table, complete, then the idle time (a setTimeout, so the loop
@@ -68,7 +69,7 @@ async function main() {
       results.push({ implementation: impl, skipped: `the native addon is not loaded (implementation ${implementation})` });
       continue;
     }
-    const out = execFileSync(process.execPath, [script, '--child', '--impl', impl, '--idle', idles, '--tickets', tickets, ...(quick ? ['--quick'] : [])], {
+    const out = execFileSync(process.execPath, [...process.execArgv, script, '--child', '--impl', impl, '--idle', idles, '--tickets', tickets, ...(quick ? ['--quick'] : [])], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
     });
