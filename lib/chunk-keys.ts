@@ -462,7 +462,8 @@ export function manifestKey(last: ChunkKey): ArtifactKey {
   let at = markerAt + MANIFEST_NAME.copy(out, markerAt);
   out.writeUInt32LE(count.length, at);
   at += 4;
-  at += out.write(count, at, 'latin1');
+  // Its decimal digits, written by hand as the parent's hex is: a Buffer.write crosses into C++.
+  for (let k = 0; k < count.length; k++) out[at++] = count.charCodeAt(k);
   bytes.copy(out, at, markerAt);
   out.writeUInt32LE(bytes.readUInt32LE(extraAt + 1) + entry, extraAt + 1);
   return sealKey(out);

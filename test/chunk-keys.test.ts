@@ -143,6 +143,21 @@ describe('ChunkChain', () => {
     expect(chain.chunks).toBe(130);
   });
 
+  it('writes a manifest key equal to the one built from its last chunk\'s fields, at every count of digits', () => {
+    // manifestKey writes the chunk's encoding with the count spliced in by hand; artifactKey
+    // builds the same identity from the plain fields through the ordinary encoder.
+    const chain = new ChunkChain({ ...OPTIONS, chunkTokens: 1 });
+    for (const count of [1, 9, 10, 99, 100, 1000]) {
+      chain.extend(Array.from({ length: count - chain.chunks }, (_, i) => i));
+      expect(chain.chunks).toBe(count);
+      const manifest = chain.manifestKey();
+      const fields = chain.last!.toArtifactKey().toFields();
+      fields.source.extra = { ...fields.source.extra, [MANIFEST_FIELD]: String(count) };
+      expect(manifest.source.extra[MANIFEST_FIELD]).toBe(String(count));
+      expect(manifest.hex).toBe(artifactKey(fields).hex);
+    }
+  });
+
   it('never keeps or hands out more than one chunk of tokens', () => {
     const chain = new ChunkChain({ ...OPTIONS, chunkTokens: 64 });
     const keys: ChunkKey[] = [];
@@ -226,3 +241,4 @@ describe('ChunkChain', () => {
     expect(() => manifestKey({} as ChunkKey)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'last' }));
   });
 });
+
