@@ -48,6 +48,15 @@ export function stubBackend() {
   return { tryPinReady: (key, owner, want) => new StubLease(key, owner, want.readiness) };
 }
 
+/**
+ * The last non-empty line of a child bench's stdout, its JSON result: a V8 trace flag passed on to
+ * the child (`--trace-gc`, `--trace-deopt`) prints to the same stdout before it.
+ */
+export function lastLine(out) {
+  const lines = out.trimEnd().split('\n');
+  return lines[lines.length - 1];
+}
+
 /** `flag(name)`: whether `--name` was given; `option(name, fallback)`: the word after `--name`. */
 export function commandLine(args = process.argv.slice(2)) {
   const flag = (name) => args.includes(`--${name}`);

@@ -9,8 +9,9 @@
 //   ... -- --sizes 1000,100000                choose the waiting counts
 //   ... -- --request-chars 36                 flat request names of that many characters (default
 //                                             `req-<i>`, 5-11): the coordinator hashes each name
-//   node <V8 or Node flags> bench/coordinator.js   the children run with the same flags (for example
-//                                             --max-inlined-bytecode-size-cumulative=5000)
+//   node <V8 or Node flags> bench/coordinator.js   the children run with the same flags, after the
+//                                             bench's own (for example
+//                                             --max-inlined-bytecode-size-cumulative=5000; not --inspect)
 //
 // Steady state: N units are queued, one consumer each, on distinct keys. A
 // cycle admits one new wait at the tail, issues the head, completes it, wakes
@@ -30,7 +31,7 @@ import { execFileSync } from 'node:child_process';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { WaitCoordinator, implementation } from 'waitprep';
-import { benchEnv, benchKey, commandLine, stubBackend } from './common.js';
+import { benchEnv, benchKey, commandLine, lastLine, stubBackend } from './common.js';
 
 const { flag, option } = commandLine();
 
@@ -68,10 +69,10 @@ async function main() {
       for (let r = 0; r < repeats; r++) {
         const out = execFileSync(
           process.execPath,
-          [...process.execArgv, '--expose-gc', '--max-old-space-size=8192', script, '--child', '--waiting', String(waiting), '--cycles', String(cycles), '--tickets', tickets, ...(requestChars === null ? [] : ['--request-chars', requestChars])],
+          ['--expose-gc', '--max-old-space-size=8192', ...process.execArgv, script, '--child', '--waiting', String(waiting), '--cycles', String(cycles), '--tickets', tickets, ...(requestChars === null ? [] : ['--request-chars', requestChars])],
           { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
         );
-        runs.push(JSON.parse(out));
+        runs.push(JSON.parse(lastLine(out)));
       }
       runs.sort((a, b) => a.cycle_ns - b.cycle_ns);
       const median = runs[Math.floor(runs.length / 2)];

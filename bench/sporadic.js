@@ -9,7 +9,7 @@
 //   npm run bench:sporadic -- --quick         smaller run (a 256 MiB floor, few wakes), ~10 s
 //   ... -- --impl native,js,stub,noop --idle 2,20  choose backends and idle times (ms)
 //   ... -- --tickets number                    the coordinator's numeric tickets (default string)
-//   node <V8 or Node flags> bench/sporadic.js  each backend's process runs with the same flags
+//   node <V8 or Node flags> bench/sporadic.js  each backend's process runs with the same flags (not --inspect)
 //
 // One wake: onWait (a new consumer on a key that must queue), beginNext, the producer's reserve +
 // publish of the key in the lease table, complete, then the idle time (a setTimeout, so the loop
@@ -31,7 +31,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { WaitCoordinator, implementation, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { nearestRank } from 'waitprep/trace';
-import { benchEnv, benchKey, commandLine, stubBackend } from './common.js';
+import { benchEnv, benchKey, commandLine, lastLine, stubBackend } from './common.js';
 
 const { flag, option } = commandLine();
 
@@ -73,7 +73,7 @@ async function main() {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    results.push(JSON.parse(out));
+    results.push(JSON.parse(lastLine(out)));
   }
   for (const r of results) {
     for (const row of r.rows ?? []) {
