@@ -53,8 +53,7 @@ export function stubBackend() {
  * the child (`--trace-gc`, `--trace-deopt`) prints to the same stdout before it.
  */
 export function lastLine(out) {
-  const lines = out.trimEnd().split('\n');
-  return lines[lines.length - 1];
+  return out.trimEnd().split('\n').at(-1);
 }
 
 /** `flag(name)`: whether `--name` was given; `option(name, fallback)`: the word after `--name`. */

@@ -12,6 +12,7 @@
 import { WaitprepError, invalidArgument } from './errors.js';
 import { artifactKey, encodeArtifactKey, keyStore, sealKey, sha256Hex, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 import { LITTLE_ENDIAN } from './key-fields.js';
+import { writeAscii } from './internal/ascii.js';
 import { isPlainObject, ownField, rejectUnknownOptions } from './internal/validate.js';
 
 /** The `source.extra` name that holds a chunk's parent digest (64 lowercase hex; `""` for the first chunk). */
@@ -411,8 +412,7 @@ export class ChunkChain {
     at += t.parentName.copy(out, at);
     out.writeUInt32LE(parentHex.length, at);
     at += 4;
-    // 64 hex digits (or none): written by hand, a Buffer.write costs more than the bytes.
-    for (let k = 0; k < parentHex.length; k++) out[at++] = parentHex.charCodeAt(k);
+    at = writeAscii(out, at, parentHex); // 64 hex digits, or none
     at += t.extraAfter.copy(out, at);
     at += t.tail.copy(out, at);
     if (at !== total) throw new Error(`waitprep internal: chunk encoding wrote ${at} of ${total} bytes`);
@@ -462,8 +462,7 @@ export function manifestKey(last: ChunkKey): ArtifactKey {
   let at = markerAt + MANIFEST_NAME.copy(out, markerAt);
   out.writeUInt32LE(count.length, at);
   at += 4;
-  // Its decimal digits, written by hand as the parent's hex is: a Buffer.write crosses into C++.
-  for (let k = 0; k < count.length; k++) out[at++] = count.charCodeAt(k);
+  at = writeAscii(out, at, count);
   bytes.copy(out, at, markerAt);
   out.writeUInt32LE(bytes.readUInt32LE(extraAt + 1) + entry, extraAt + 1);
   return sealKey(out);

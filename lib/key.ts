@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import * as crypto from 'node:crypto';
 import { WaitprepError, invalidArgument } from './errors.js';
+import { writeAscii } from './internal/ascii.js';
 import { isPlainObject, ownField, u64OrNull, unknownName } from './internal/validate.js';
 import {
   SOURCE_STRING_FIELDS,
@@ -504,8 +505,7 @@ function encodeValidated(v: Validated, forKey: boolean): Buffer {
   const string = (tag: number, str: string, length: number): void => {
     header(tag, length);
     if (length === str.length) {
-      for (let i = 0; i < length; i++) out[at + i] = str.charCodeAt(i);
-      at += length;
+      at = writeAscii(out, at, str);
     } else {
       at += out.write(str, at, 'utf8');
     }

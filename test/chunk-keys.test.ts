@@ -1,6 +1,6 @@
 // Chained chunk keys (lib/chunk-keys.ts, docs/engine-keys.md): the shared vectors, the refusals,
-// a session's turns giving the same chain as one prompt, a turn hashing only its new tokens, and
-// no key holding more than one chunk of tokens.
+// a session's turns giving the same chain as one prompt, a turn hashing only its new tokens, a
+// manifest key at every count of digits, and no key holding more than one chunk of tokens.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -241,4 +241,3 @@ describe('ChunkChain', () => {
     expect(() => manifestKey({} as ChunkKey)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'last' }));
   });
 });
-
