@@ -1,7 +1,7 @@
 // The demo's storage-worker process: the lease table's single producer, on its own.
 //
 // Forked by the demo (`child_process.fork('bin/storage-worker.js', [...])`), it creates the
-// native lease table (POSIX shared memory), serves the storage logic of bin/demo/storage.js on a
+// native lease table (POSIX shared memory), serves the storage logic of worker/storage.js on a
 // Unix socket (`--socket PATH`) until told to exit, and cleans up. Its arena is the directory the
 // arena naming rule gives the table (`/dev/shm/<table>-arena`, docs/arena-records.md; `--arena`
 // may name it, under another root, with the same `<table>-arena` name), holding one arena
@@ -14,7 +14,7 @@
 // when request N+1 arrives, to show that the demo notices a dead storage worker.
 import { rmSync } from 'node:fs';
 import { arenaDirectory, openLeaseTable, unlinkLeaseTable } from 'waitprep';
-import { serveSocket, startStorage } from './demo/storage.js';
+import { serveSocket, startStorage } from '../worker/storage.js';
 
 function option(args, name, fallback) {
   const at = args.indexOf(name);

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // waitprep command line. `waitprep demo` (what `npm start` runs) is the end-to-end demo: an
 // agent trace replayed through the coordinator, a preparation driver and a storage-worker
-// process publishing into a lease table (bin/demo/); `demo --scripted` is the earlier
-// scripted sequence. `inspect`, `reap` and `clean` are the operator's commands (bin/inspect.js).
+// process publishing into a lease table (demo/, in the source repository only); `demo --scripted`
+// is the earlier scripted sequence. `experiment` replays a trace through every policy
+// (experiment/). `inspect`, `reap` and `clean` are the operator's commands (bin/commands/).
 import { createRequire } from 'node:module';
-import { demo } from './demo/cli.js';
-import { experiment } from './experiment/cli.js';
-import { CLEAN_USAGE, clean, inspect, reap } from './inspect.js';
+import { CLEAN_USAGE, clean } from './commands/clean.js';
+import { inspect } from './commands/inspect.js';
+import { reap } from './commands/reap.js';
 
 const EXIT_CODES = `exit codes of inspect, reap and clean (clean: the highest of its tables'):
   0  healthy (reap: done; clean: removed, or kept because in use)
@@ -87,13 +88,27 @@ function asksForHelp(args) {
   return (end < 0 ? args : args.slice(0, end)).some((a) => a === '--help' || a === '-h');
 }
 
+/**
+ * The demo lives in the source repository, not in the npm package: an installed copy says where
+ * to get it rather than failing on a missing module.
+ */
+async function importDemo() {
+  try {
+    return await import('../demo/cli.js');
+  } catch (error) {
+    if (error?.code !== 'ERR_MODULE_NOT_FOUND' || !String(error.message).includes('demo/cli.js')) throw error;
+    console.error('waitprep demo: the demo ships with the source repository, not the npm package; clone it and run `npm install && npm start`');
+    process.exit(2);
+  }
+}
+
 const [command = 'help', ...rest] = process.argv.slice(2);
 
 const operator = (name, run) => () => (asksForHelp(rest) ? console.log(COMMAND_USAGE[name]) : run(rest));
 
 const commands = {
-  demo: () => demo(rest),
-  experiment: () => experiment(rest),
+  demo: async () => (await importDemo()).demo(rest),
+  experiment: async () => (await import('../experiment/cli.js')).experiment(rest),
   inspect: operator('inspect', inspect),
   reap: operator('reap', reap),
   clean: operator('clean', clean),

@@ -1,4 +1,4 @@
-// `waitprep clean` (bin/inspect.js) against real leftovers: the demo's storage-worker process
+// `waitprep clean` (bin/commands/) against real leftovers: the demo's storage-worker process
 // (bin/storage-worker.js: the producer, its arena and its socket) and a consumer child that pins
 // what it published are both SIGKILLed, and clean removes the table, the arena and the socket; a
 // table with a live client or one of another pid namespace is kept, and so is a file in /dev/shm that has a table's kind of name

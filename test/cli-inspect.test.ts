@@ -1,4 +1,4 @@
-// `waitprep inspect` and `waitprep reap` (bin/inspect.js) against live native tables: a consumer
+// `waitprep inspect` and `waitprep reap` (bin/commands/) against live native tables: a consumer
 // that pins and is SIGKILLed (test/fixtures/lease-holder.mjs) shows as a dead client holding pins
 // (exit 1), reap releases it (exit 0), and inspect is healthy again; a dead producer likewise;
 // a missing table is exit 3, a corrupt or other-ABI segment exit 4, bad usage exit 2, no addon

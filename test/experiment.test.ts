@@ -1,4 +1,4 @@
-// `waitprep experiment` (bin/experiment/, docs/experiment.md): the virtual-time replay of every
+// `waitprep experiment` (experiment/, docs/experiment.md): the virtual-time replay of every
 // policy through the real WaitCoordinator. Checked here: determinism (the same arguments give the
 // same JSON, in this process and in a fresh one), accounting (every wait ends exactly once, every
 // wake is exactly one hit or one miss with a cause, every unit ends exactly once), the cost
@@ -11,14 +11,14 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
-import { experimentOptions } from '../bin/experiment/cli.js';
-import { EventQueue, MinHeap, Network } from '../bin/experiment/clock.js';
-import { POLICIES } from '../bin/experiment/policies.js';
-import { MODELS, PRESETS, kvBytesPerToken, resolvePreset } from '../bin/experiment/presets.js';
-import { BUCKETS, CAUSES, replay } from '../bin/experiment/replay.js';
-import { formatHtml, formatMarkdown } from '../bin/experiment/report.js';
-import { mergeOutputs, runExperiment } from '../bin/experiment/run.js';
-import { generatorTrace, mooncakeTrace } from '../bin/experiment/traces.js';
+import { experimentOptions } from '../experiment/cli.js';
+import { EventQueue, MinHeap, Network } from '../experiment/clock.js';
+import { POLICIES } from '../experiment/policies.js';
+import { MODELS, PRESETS, kvBytesPerToken, resolvePreset } from '../experiment/presets.js';
+import { BUCKETS, CAUSES, replay } from '../experiment/replay.js';
+import { formatHtml, formatMarkdown } from '../experiment/report.js';
+import { mergeOutputs, runExperiment } from '../experiment/run.js';
+import { generatorTrace, mooncakeTrace } from '../experiment/traces.js';
 
 const root = join(import.meta.dirname, '..');
 const bin = join(root, 'bin', 'waitprep.js');

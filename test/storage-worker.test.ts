@@ -1,4 +1,4 @@
-// The demo's storage worker (bin/storage-worker.js, its logic in bin/demo/storage.js): the lease table's single producer in its own
+// The demo's storage worker (bin/storage-worker.js, its logic in worker/storage.js): the lease table's single producer in its own
 // process. Budget eviction skips pinned artifacts (LRU among the rest), and the metadata it
 // publishes names an arena record (docs/arena-records.md) that belongs to the key, found from the
 // table's name and the lease alone. Needs the built dist/ (the worker imports it).
@@ -11,9 +11,9 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ARENA_RECORD_HEADER_BYTES, arenaDirectory, artifactKey, openLeaseTable, readArenaRecord, splitLocation, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
 // @ts-ignore -- plain JavaScript module without type declarations
-import { arenaFile, checksumOf, startStorage, syntheticSource, validateSafetensors } from '../bin/demo/storage.js';
+import { arenaFile, checksumOf, startStorage, syntheticSource, validateSafetensors } from '../worker/storage.js';
 // @ts-ignore -- plain JavaScript module without type declarations
-import { admitWait, demoCoordinator } from '../bin/demo/run.js';
+import { admitWait, demoCoordinator } from '../demo/run.js';
 // The demo's modules import the package by name (dist/): their coordinator accepts only that
 // module's tables and keys, so the eviction tests build theirs from it too.
 import * as pkg from 'waitprep';
@@ -110,7 +110,7 @@ function expectRequeuedAfterEviction({ first, second, resident, stats }: Awaited
   expect(storage.alreadyReady).toBe(0);
 }
 
-describe("the demo's eviction fix (bin/demo/run.js admitWait)", () => {
+describe("the demo's eviction fix (demo/run.js admitWait)", () => {
   it("in process (the JavaScript fallback's storage): a wait for an evicted key queues again instead of being told completed", async () => {
     const name = `wp-evict-test-${process.pid}-${Date.now()}`;
     const arenaDir = `/dev/shm/${name}-arena`;

@@ -3,6 +3,8 @@
 // replay as it ends (the CLI's progress line); nothing here reads a wall clock, so the object is
 // the same, byte for byte, for the same arguments.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { POLICIES, pickPolicies } from './policies.js';
 import { PRESETS, SOURCES, resolvePreset } from './presets.js';
 import { replay } from './replay.js';
@@ -22,6 +24,22 @@ function hitsOfOracle(results, oracleResults) {
 }
 
 /** The trace for one (source, agent count, seed). The Mooncake trace is one: seeds move agents between engines. */
+/** The Mooncake trace shipped with the experiment (Brotli-compressed; experiment/traces/README.md). */
+export const DEFAULT_MOONCAKE = join(import.meta.dirname, 'traces', 'mooncake-fast25-conversation.jsonl.br');
+
+/** A trace file's text; a `.br` or `.gz` file is decompressed first. */
+function readTraceText(path) {
+  const bytes = readFileSync(path);
+  if (path.endsWith('.br')) return brotliDecompressSync(bytes).toString('utf8');
+  if (path.endsWith('.gz')) return gunzipSync(bytes).toString('utf8');
+  return bytes.toString('utf8');
+}
+
+/** The trace path as reported: relative to the package for the shipped trace, as given otherwise. */
+function displayedTracePath(path) {
+  return path === DEFAULT_MOONCAKE ? 'experiment/traces/mooncake-fast25-conversation.jsonl.br' : path;
+}
+
 function traceFor(options, agents, seed, cache) {
   const { trace } = options;
   if (trace === 'generator') return generatorTrace({ agents, seconds: options.seconds, seed });
@@ -29,7 +47,7 @@ function traceFor(options, agents, seed, cache) {
   let built = cache.get(id);
   if (built === undefined) {
     built = trace === 'mooncake'
-      ? mooncakeTrace(readFileSync(options.mooncakeFile, 'utf8'), { agents })
+      ? mooncakeTrace(readTraceText(options.mooncakeFile), { agents })
       : jsonlTrace(trace, readFileSync(trace, 'utf8'), { sharedTokens: options.sharedPrefixTokens });
     cache.set(id, built);
   }
@@ -94,7 +112,7 @@ export function runExperiment(options, { onReplay = () => {}, onProgress = null 
   }
   return {
     experiment: 'waitprep experiment: every policy on the same trace and resources, in virtual time (docs/experiment.md)',
-    options: { ...options, mooncakeFile: options.trace === 'mooncake' ? 'shared/traces/mooncake-fast25-conversation.jsonl' : undefined },
+    options: { ...options, mooncakeFile: options.trace === 'mooncake' ? displayedTracePath(options.mooncakeFile) : undefined },
     presets: Object.fromEntries(presets.map((p) => [p.name, p])),
     presetNames: Object.keys(PRESETS),
     sources: SOURCES,

@@ -9,7 +9,7 @@
 //   one engine ('engine-0'); a wake is timed around onWake with process.hrtime.bigint().
 // - The coordinator's units go to a PreparationDriver with a fixed pool of one grant. Its
 //   worker threads cannot use this process's IPC channel to the child, so the worker module
-//   (bin/prepare-worker.js) forwards each unit over a Unix socket the storage worker listens on,
+//   (demo/prepare-worker.js) forwards each unit over a Unix socket the storage worker listens on,
 //   and resolves once the storage worker has published (one connection, one JSON line each way).
 // - The storage worker is its own process (fork; its IPC channel carries only 'ready', and 'exit' answered by 'bye' with its counts) and the table's single
 //   producer: it builds a synthetic safetensors-like source from the key, validates its geometry,
@@ -40,10 +40,10 @@ import {
 } from 'waitprep';
 import { nearestRank } from 'waitprep/trace';
 import { unitOutcomes } from './report.js';
-import { serveSocket, startStorage } from './storage.js';
+import { serveSocket, startStorage } from '../worker/storage.js';
 
-const STORAGE_WORKER = join(import.meta.dirname, '..', 'storage-worker.js');
-const PREPARE_WORKER = join(import.meta.dirname, '..', 'prepare-worker.js');
+const STORAGE_WORKER = join(import.meta.dirname, '..', 'bin', 'storage-worker.js');
+const PREPARE_WORKER = join(import.meta.dirname, 'prepare-worker.js');
 
 /** fifo-no-dedup: the wait's key spec with `/no-dedup/<agent>#<generation>` appended to its namespace. */
 function perWaitSpec(event) {

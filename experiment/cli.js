@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { POLICIES } from './policies.js';
 import { PRESETS } from './presets.js';
 import { formatHtml, formatMarkdown, formatTables } from './report.js';
-import { mergeOutputs, runExperiment } from './run.js';
+import { DEFAULT_MOONCAKE, mergeOutputs, runExperiment } from './run.js';
 
 export const EXPERIMENT_USAGE = `usage: waitprep experiment [options]
 
@@ -21,7 +21,8 @@ virtual time through the real WaitCoordinator; prints a table per (preset, agent
   --seeds N[,N...]       seeds (default 1,2,3): the generator's trace; for Mooncake and a JSONL
                          file, which engine each agent lands on
   --trace T              generator (default) | mooncake | FILE.jsonl (waitprep/trace's format)
-  --mooncake-file PATH   the Mooncake FAST'25 JSONL (default ../shared/traces/ beside the repo)
+  --mooncake-file PATH   a Mooncake-format JSONL (.br/.gz read compressed; default: the FAST'25
+                         conversation trace shipped in experiment/traces/)
   --shared-prefix-tokens N   with a JSONL file: leading tokens every agent shares (default 0)
   --policies A[,B...]    a subset, in report order (default all):
                          ${POLICIES.map((p) => p.name).join(', ')}
@@ -34,7 +35,6 @@ virtual time through the real WaitCoordinator; prints a table per (preset, agent
   --html FILE            also write a self-contained HTML report (inline SVG, no server)
   --quiet                no progress on stderr`;
 
-const DEFAULT_MOONCAKE = join(import.meta.dirname, '..', '..', '..', 'shared', 'traces', 'mooncake-fast25-conversation.jsonl');
 
 function usageExit(message) {
   console.error(`waitprep experiment: ${message}\n\n${EXPERIMENT_USAGE}`);

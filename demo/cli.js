@@ -25,7 +25,7 @@ const DEMO_USAGE = `usage: waitprep demo [options]
   --storage-exit-after N testing: the storage worker exits (code 3) at request N+1
   --compare              replay the same trace under three policies (no-preparation, fifo-dedup,
                          fifo-no-dedup) and print a table, or one JSON object with --json
-                         (bin/demo/compare.js; not with --metrics-port or --storage-exit-after)
+                         (demo/compare.js; not with --metrics-port or --storage-exit-after)
   --miss-cost-ms M       with --compare: the STAND-IN cost of a miss's original path (default 50)`;
 
 /** The trace generator's bound on agents (generateTrace refuses more). */

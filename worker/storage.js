@@ -1,10 +1,10 @@
 // The demo's storage logic: what the lease table's single producer does with a request. The
 // storage-worker process (bin/storage-worker.js) runs it over its socket; on the JavaScript
 // fallback, where a table cannot cross processes, the demo runs it in its own process
-// (bin/demo/run.js) on the same socket protocol.
+// (demo/run.js) on the same socket protocol.
 //
 // Requests come over a Unix socket, one JSON line per request ({ id, keyHex, keyBytes }) and one
-// per reply ({ id, ok, ... }), from the demo's piscina worker threads (bin/prepare-worker.js).
+// per reply ({ id, ok, ... }), from the demo's piscina worker threads (demo/prepare-worker.js).
 // `keyBytes` is the key's wire form in base64: its canonical encoding (docs/key-encoding.md), as
 // PreparationTask.keyBytes carries it. It is decoded strictly (decodeArtifactKey, which hashes it
 // once); bytes that are not a key, or whose digest is not the request's keyHex, are refused.

@@ -1,5 +1,5 @@
 // The experiment's traces: the package's generator, any JSONL trace (waitprep/trace's format),
-// and the Mooncake FAST'25 request trace (../shared/traces/README.md), each turned into one
+// and the Mooncake FAST'25 request trace (experiment/traces/README.md), each turned into one
 // replay form:
 //
 //   waits   [{ agent, generation, start, end, tool, keyId, tokens, sharedTokens }]: one per wait;
@@ -120,7 +120,7 @@ export const MOONCAKE_SERVICE = Object.freeze({ prefillTokensPerSec: 10_000, sec
 
 /**
  * Imports the Mooncake FAST'25 JSONL (`{ timestamp, input_length, output_length, hash_ids }`,
- * ../shared/traces/README.md) as a replay:
+ * experiment/traces/README.md) as a replay:
  *
  * - Widely shared leading blocks: a block after which at least `fanout` different blocks follow
  *   across the trace branches; a request's shared prefix is its leading run of branching blocks
