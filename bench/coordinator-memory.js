@@ -19,9 +19,9 @@
 // Not counted: the keys and the callers' consumer objects (made before each baseline), as in
 // bench:coordinator.
 import { WaitCoordinator } from 'waitprep';
-import { checkConsumer } from '../dist/consumer.js';
-import { WaitSlots, firstTicketNumber } from '../dist/internal/wait-slots.js';
-import { DemandTable } from '../dist/internal/demand-table.js';
+import { checkConsumer } from '../dist/coordinator/consumer.js';
+import { WaitSlots, firstTicketNumber } from '../dist/coordinator/wait-slots.js';
+import { DemandTable } from '../dist/coordinator/demand-table.js';
 import { HOST } from '../dist/internal/host.js';
 import { benchEnv, benchKey, commandLine, stubBackend } from './common.js';
 

@@ -30,7 +30,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { WaitCoordinator, implementation, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
-import { nearestRank } from 'waitprep/trace';
+import { nearestRank } from '../experiment/percentile.js';
 import { benchEnv, benchKey, commandLine, lastLine, stubBackend } from './common.js';
 
 const { flag, option } = commandLine();

@@ -34,7 +34,7 @@
 //   npm run bench:wait-cost -- --quick        smaller run (fewer runs and waiters), a few seconds
 //   ... -- --sizes 1024,16384                 choose the token counts
 import { ChunkChain, WaitCoordinator, artifactKey } from 'waitprep';
-import { nearestRank } from 'waitprep/trace';
+import { nearestRank } from '../experiment/percentile.js';
 import { preparationTaskOf } from 'waitprep/testing';
 import { benchEnv, commandLine } from './common.js';
 

@@ -20,8 +20,8 @@
 // A wake whose wait was never admitted (overloaded or rejected, no ticket) counts as a miss with
 // reason "not-admitted", so hits + misses = the trace's wakes under every policy.
 // The table it prints without --json: report.js printComparison.
-import { traceSummary } from 'waitprep';
-import { nearestRank } from 'waitprep/trace';
+import { traceSummary } from 'waitprep/trace';
+import { nearestRank } from '../experiment/percentile.js';
 import { printComparison } from './report.js';
 import { DemoRun, loadEvents } from './run.js';
 

@@ -27,18 +27,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   PreparationDriver,
   WaitCoordinator,
-  generateTrace,
   implementation,
   implementationReason,
-  keyFromSpec,
   leaseTableBackend,
-  loadTraceJsonl,
   openLeaseTable,
   registerMetrics,
-  traceSummary,
   unlinkLeaseTable,
 } from 'waitprep';
-import { nearestRank } from 'waitprep/trace';
+import { generateTrace, keyFromSpec, loadTraceJsonl, traceSummary } from 'waitprep/trace';
+import { nearestRank } from '../experiment/percentile.js';
 import { unitOutcomes } from './report.js';
 import { serveSocket, startStorage } from '../worker/storage.js';
 

@@ -17,7 +17,7 @@
 //
 // The replay is open-loop: a wake's latency does not move the trace's later events.
 import { artifactKey, WaitCoordinator } from 'waitprep';
-import { nearestRank } from 'waitprep/trace';
+import { nearestRank } from './percentile.js';
 import { EventQueue, Network } from './clock.js';
 
 const GRANT = Object.freeze({ worker: 'sim-storage', grant: 'sim-io' });

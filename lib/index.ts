@@ -10,7 +10,7 @@ export {
   type ArtifactKeyFields,
   type ArtifactKeyPlainFields,
   type ArtifactKeySource,
-} from './key.js';
+} from './keys/key.js';
 export {
   ChunkChain,
   ChunkKey,
@@ -24,18 +24,14 @@ export {
   MAX_CHUNK_TOKENS,
   type ChunkChainOptions,
   type ChunkProfile,
-} from './chunk-keys.js';
+} from './keys/chunk-keys.js';
+export { encodeManifest, decodeManifest, MANIFEST_MAGIC, MANIFEST_HEADER_BYTES, type DecodedManifest } from './keys/manifest.js';
 export {
   ManifestProducer,
-  encodeManifest,
-  decodeManifest,
-  MANIFEST_MAGIC,
-  MANIFEST_HEADER_BYTES,
-  type DecodedManifest,
   type ManifestChunk,
   type ManifestIncomplete,
   type ManifestReservation,
-} from './manifest.js';
+} from './lease-table/manifest-producer.js';
 export {
   arenaLocation,
   splitLocation,
@@ -62,10 +58,10 @@ export {
   type ArenaRecordMeta,
   type ArenaRecordMismatch,
   type ArenaRecordMismatchReason,
-} from './arena-record.js';
-export { WaitCoordinator, type WaitCoordinatorOptions, type TicketForm, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
-export { InMemoryBackend } from './memory-backend.js';
-export type { MissReason } from './miss-reasons.js';
+} from './lease-table/arena-record.js';
+export { WaitCoordinator, type WaitCoordinatorOptions, type TicketForm, type IssuedWorkUnit } from './coordinator/coordinator.js';
+export { InMemoryBackend } from './coordinator/memory-backend.js';
+export type { MissReason } from './coordinator/miss-reasons.js';
 export {
   PreparationDriver,
   type GrantSource,
@@ -87,7 +83,7 @@ export {
   type StaleMessage,
   type WaitMessage,
   type WakeMessage,
-} from './diagnostics.js';
+} from './coordinator/diagnostics.js';
 export {
   openLeaseTable,
   unlinkLeaseTable,
@@ -113,8 +109,8 @@ export {
   type JudgedClient,
 } from './lease-table/inspect.js';
 export type { Liveness, LivenessJudgement, LivenessReason, ReaperName } from './lease-table/liveness.js';
-export { cudaDevices, type CudaDevice, type CudaDevices } from './cuda.js';
-export { implementation, implementationReason, nativeLoadError, nativeLibraryPath, type Implementation } from './native.js';
+export { cudaDevices, type CudaDevice, type CudaDevices } from './lease-table/cuda.js';
+export { implementation, implementationReason, nativeLoadError, nativeLibraryPath, type Implementation } from './lease-table/native.js';
 export type {
   ArtifactBackend,
   Consumer,
@@ -133,28 +129,5 @@ export type {
   WaitStatus,
   WaitTicket,
   WakeResult,
-  WorkTicket,
   WorkUnit,
 } from './types.js';
-export {
-  generateTrace,
-  loadTraceJsonl,
-  traceToJsonl,
-  traceSummary,
-  keyFromSpec,
-  specTokenLayout,
-  DEFAULT_TOOL_MIX,
-  TRACE_KEY_BASE,
-  TRACE_VOCAB,
-  MAX_SPEC_TOKENS,
-  type TraceEvent,
-  type TraceWait,
-  type TraceEnd,
-  type KeySpec,
-  type TokenSegment,
-  type LogNormal,
-  type ToolClass,
-  type GenerateTraceOptions,
-  type TraceKeyBase,
-  type TraceSummary,
-} from './trace.js';

@@ -3,7 +3,7 @@ import type * as PromClient from 'prom-client';
 import { WaitprepError, describe, invalidArgument } from './errors.js';
 import { isObject, ownOptions, rejectUnknownOptions } from './internal/validate.js';
 import { summarizeInspection, type TableInspection, type TableSummary } from './lease-table/inspect.js';
-import type { WaitCoordinator } from './coordinator.js';
+import type { WaitCoordinator } from './coordinator/coordinator.js';
 import type { CoordinatorStats } from './types.js';
 
 /**

@@ -13,7 +13,7 @@
  *   which the driver's worker copies before `prepare` sees it: read it, never write to it, or the
  *   key's bytes no longer match its digest.
  */
-export { InMemoryBackend } from './memory-backend.js';
-export { nativeAddon, type NativeAddon } from './native.js';
+export { InMemoryBackend } from './coordinator/memory-backend.js';
+export { nativeAddon, type NativeAddon } from './lease-table/native.js';
 export { keyBucketsFor } from './lease-table/js-handle.js';
 export { postOf as preparationTaskOf } from './driver/driver.js';

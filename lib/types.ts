@@ -1,4 +1,4 @@
-import type { ArtifactKey } from './key.js';
+import type { ArtifactKey } from './keys/key.js';
 
 /** Who waits: one engine instance's request, at a request generation. */
 export interface Consumer {

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isDeepStrictEqual } from 'node:util';
-import { checkConsumer, isConsumer } from '../lib/consumer.js';
-import { normalizeTarget } from '../lib/device-target.js';
+import { checkConsumer, isConsumer } from '../lib/coordinator/consumer.js';
+import { normalizeTarget } from '../lib/lease-table/device-target.js';
 import { brand } from '../lib/internal/brand.js';
 import { InMemoryBackend, WaitCoordinator, type Consumer } from '../lib/index.js';
 import { GRANT, TARGET_A, makeKey } from './helpers.js';

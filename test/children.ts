@@ -1,7 +1,7 @@
 // Child processes and worker threads for the multi-process tests: lease-holder children against
-// native tables (test/lease-table-crash.test.ts, test/cli-inspect.test.ts), and pinners that
-// report one JSON result when they end (test/lease-table-multiprocess.test.ts,
-// test/device-records-multiprocess.test.ts).
+// native tables (test/lease-table/crash.test.ts, test/cli/inspect.test.ts), and pinners that
+// report one JSON result when they end (test/lease-table/multiprocess.test.ts,
+// test/lease-table/device-records-multiprocess.test.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import { randomBytes } from 'node:crypto';

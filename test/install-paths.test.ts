@@ -1,8 +1,8 @@
 // The package installed as a dependency, the way a user's project gets it: `npm pack`, then
 // `npm install` of the tarball into a fresh project, once per supported build path. Each path
 // must end with the addon and libwaitprep.so where nativeLibraryPath() finds them (or, without a
-// compiler, with the JavaScript fallback and a reason naming the compiler), and the Python package
-// shipped in it (python/) must find that library beside it and load it. npm takes the package's dependencies
+// compiler, with the JavaScript fallback and a reason naming the compiler). The npm package
+// carries no Python package: Python users install the wheel (python/README.md). npm takes the package's dependencies
 // from its cache (--prefer-offline): the registry is asked only for what the cache lacks.
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -21,7 +21,6 @@ const has = (command: string) => spawnSync(command, ['--version'], { stdio: 'ign
 const HOOK_TIMEOUT = 300_000;
 const missingBuildTools = ['c++', 'make', 'python3'].filter((tool) => !has(tool));
 const BUILD_TOOLS: Requirement = [missingBuildTools.length === 0, `node-gyp needs c++, make and python3 on PATH; missing: ${missingBuildTools.join(', ')}`];
-const PYTHON: Requirement = [has('python3'), 'python3 is not on PATH'];
 
 /**
  * The names .ci/run hides to make a machine without a compiler: compilers, preprocessors,
@@ -120,16 +119,6 @@ function probe(installed: Installed, path: string, env: NodeJS.ProcessEnv = {}):
   return JSON.parse(out.stdout) as Probe;
 }
 
-/**
- * Loads libwaitprep.so through the installed package's Python package (its python/ on PYTHONPATH, no
- * path and no WAITPREP_LIBRARY given, so it looks beside itself; loading checks the ABI version and
- * statuses): the path it loaded, and the ABI version.
- */
-function loadFromPython(installed: Installed, path: string): string {
-  const script = 'import waitprep; lib = waitprep.load_library(); print(lib._name, lib.wp_abi_version())';
-  return run('python3', ['-c', script], { cwd: installed.project, env: { ...cleanEnv(path), PYTHONPATH: join(installed.pkg, 'python') } }).stdout.trim();
-}
-
 const installRecord = (installed: Installed) => JSON.parse(readFileSync(join(installed.pkg, 'build', 'waitprep-install.json'), 'utf8')) as { outcome: string; reason: string };
 
 describe('the package installed as a dependency', () => {
@@ -173,9 +162,6 @@ describe('the package installed as a dependency', () => {
         library: join(installed.pkg, 'build', 'Release', 'libwaitprep.so'),
         loadError: null,
       });
-    });
-    it.runIf(runsIf('install-paths: with a compiler, from Python', PYTHON))('the Python package finds and loads that library', () => {
-      expect(loadFromPython(installed, withCompiler)).toMatch(new RegExp(`^${probe(installed, withCompiler).loaded!.library!} \\d+$`));
     });
   });
 
@@ -235,9 +221,6 @@ describe('the package installed as a dependency', () => {
         library: join(installed.pkg, 'prebuilds', platformDir, 'libwaitprep.so'),
         loadError: null,
       });
-    });
-    it.runIf(runsIf('install-paths: prebuilds, from Python', PYTHON))('the Python package finds and loads that library', () => {
-      expect(loadFromPython(installed, noCompiler)).toMatch(new RegExp(`^${probe(installed, noCompiler).loaded!.library!} \\d+$`));
     });
   });
 });

@@ -10,7 +10,6 @@ import {
   WaitCoordinator,
   WaitprepError,
   artifactKey,
-  generateTrace,
   openLeaseTable,
   registerMetrics,
   unlinkLeaseTable,
@@ -18,7 +17,8 @@ import {
   type LeaseTable,
   type WaitprepErrorCode,
 } from '../lib/index.js';
-import { InMemoryBackend } from '../lib/memory-backend.js';
+import { InMemoryBackend } from '../lib/coordinator/memory-backend.js';
+import { generateTrace } from '../lib/trace/trace.js';
 import { TARGET_A, consumer, makeKey, setup } from './helpers.js';
 import { NATIVE, runsIf } from './skip-reasons.js';
 

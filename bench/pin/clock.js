@@ -7,7 +7,7 @@
 //
 // The loops below are the timed ones. Each process runs one store's consumer only, so the call
 // of `consumer.batch` stays monomorphic; keep it that way (the recorded figures were taken so).
-import { nearestRank } from 'waitprep/trace';
+import { nearestRank } from '../../experiment/percentile.js';
 
 export async function warmUp(consumer, sizes) {
   await measure(consumer, { ...sizes, ops: Math.max(sizes.batch, Math.floor(sizes.ops / 10)), seconds: sizes.seconds / 4 });

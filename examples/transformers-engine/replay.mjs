@@ -26,7 +26,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PreparationDriver, WaitCoordinator, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
-import { generateTrace, keyFromSpec, nearestRank, specTokenLayout } from 'waitprep/trace';
+import { generateTrace, keyFromSpec, specTokenLayout } from 'waitprep/trace';
+import { nearestRank } from '../../experiment/percentile.js';
 import { EXAMPLE_DIR, pythonEnv, venvPython } from './venv.mjs';
 
 /**

@@ -7,8 +7,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { WaitprepError, describe, invalidArgument } from '../errors.js';
-import type { IssuedWorkUnit, WaitCoordinator } from '../coordinator.js';
-import { sharedKeyBytes } from '../key.js';
+import type { IssuedWorkUnit, WaitCoordinator } from '../coordinator/coordinator.js';
+import { sharedKeyBytes } from '../keys/key.js';
 import type { ResourceGrant, WaitTicket } from '../types.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions } from '../internal/validate.js';
 import {

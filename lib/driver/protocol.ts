@@ -11,7 +11,7 @@
 // worker thread loads no coordinator, key or lease-table code; worker.ts adds
 // key-fields.ts, which reads a key's plain form out of its bytes (no hashing).
 import { describe } from '../errors.js';
-import type { ArtifactKeyPlainFields } from '../key.js';
+import type { ArtifactKeyPlainFields } from '../keys/key.js';
 import type { ResourceGrant } from '../types.js';
 
 /**

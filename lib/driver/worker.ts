@@ -6,7 +6,7 @@
 // plain form is read here, off the coordinator's thread.
 import { threadId } from 'node:worker_threads';
 import { describe } from '../errors.js';
-import { plainFieldsOf } from '../key-fields.js';
+import { plainFieldsOf } from '../keys/key-fields.js';
 import { RUNNING, DEADLINE, STATE, THREAD, toRemoteError, type Envelope, type PrepareContext, type PreparationTask, type WorkerReply } from './protocol.js';
 
 /**

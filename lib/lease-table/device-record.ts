@@ -1,5 +1,5 @@
 import { isObject, ownField } from '../internal/validate.js';
-import { normalizeTarget, type NormalizedTarget } from '../device-target.js';
+import { normalizeTarget, type NormalizedTarget } from './device-target.js';
 
 /**
  * Encoded records of stable targets (frozen, with `device`, `arena` and `arenaGeneration` own

@@ -1,11 +1,11 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
-import { assertArtifactKey, keyDigestBytes, keyDigestWordsInto, notAKey, type ArtifactKey } from '../key.js';
-import { isConsumer } from '../consumer.js';
-import { normalizeTarget } from '../device-target.js';
+import { assertArtifactKey, keyDigestBytes, keyDigestWordsInto, notAKey, type ArtifactKey } from '../keys/key.js';
+import { isConsumer } from '../coordinator/consumer.js';
+import { normalizeTarget } from './device-target.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions, u64OrNull } from '../internal/validate.js';
 import { HOST } from '../internal/host.js';
-import { MISS, MISS_BY_STATUS } from '../miss-reasons.js';
-import { nativeAddon, nativeUnavailableError } from '../native.js';
+import { MISS, MISS_BY_STATUS } from '../coordinator/miss-reasons.js';
+import { nativeAddon, nativeUnavailableError } from './native.js';
 import type { ArtifactBackend, Consumer, DeviceTarget, Lease, LeaseTableMeta, Miss, Readiness, ReadinessRequest } from '../types.js';
 import type { TableHandle } from './handle.js';
 import { corruptHeader, inspectSegment, type TableInspection, type TableSummary } from './inspect.js';

@@ -1,5 +1,5 @@
 """Arena records (waitprep.arena, docs/arena-records.md): the location split, the naming rule, the
-96-byte header (the worked example's bytes, which Node also writes: test/arena-record.test.ts) and
+96-byte header (the worked example's bytes, which Node also writes: test/lease-table/arena-record.test.ts) and
 a reader that returns a payload only when it belongs to the key and the meta."""
 
 import hashlib

@@ -23,7 +23,7 @@ rejection raises :class:`InvalidKeyError`: a :class:`~waitprep.WaitprepError` wi
 code ``'ERR_INVALID_KEY'`` (and a ``ValueError``), whose ``field`` is the dotted
 name of the offending field (``"source.task"``, ``"source.tokenLayout[3]"``).
 test/vectors/keys.json holds the vectors both languages pass
-(python/tests/test_key.py, test/key.test.ts).
+(python/tests/test_key.py, test/keys/key.test.ts).
 
 Two differences come from the languages, not the format: a JavaScript number
 has no integer/float split, so an integral ``float`` is accepted where a
