@@ -57,12 +57,14 @@ export {
   MAX_ARENA_INDEX,
   MAX_ARENA_OFFSET,
   DEFAULT_ARENA_ROOT,
+  MAX_ARENA_RECORD_PAYLOAD_BYTES,
   type ArenaRecord,
   type ArenaRecordHeader,
   type ArenaRecordMeta,
   type ArenaRecordMismatch,
   type ArenaRecordMismatchReason,
 } from './arena-record.js';
+export { checkArenaDirectory, ensureArenaDirectory, type ArenaDirectoryOptions, type EnsureArenaDirectoryOptions } from './arena-directory.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type TicketForm, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
 export type { MissReason } from './miss-reasons.js';
