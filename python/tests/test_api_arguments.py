@@ -135,7 +135,9 @@ class OpenOptions(ArgumentCase):
         for kw in (dict(trust_group_writable="yes"), dict(trust_world_writable=1), dict(trust_group_writable=None)):
             with self.subTest(kw=kw):
                 self.refused("ERR_INVALID_ARGUMENT", next(iter(kw)), waitprep.open_table, name, **kw)
-        self.refused("ERR_INVALID_ARGUMENT", "trust_group_writable", waitprep.create_table, table_name("c"), 4, mode=0o660, trust_group_writable=1)
+        created = table_name("c")
+        self.addCleanup(waitprep.unlink_table, created)  # should the refusal fail, the table goes too
+        self.refused("ERR_INVALID_ARGUMENT", "trust_group_writable", waitprep.create_table, created, 4, mode=0o660, trust_group_writable=1)
         for bad in (5, {}, b"/lib/libwaitprep.so"):
             with self.subTest(library=bad):
                 self.refused("ERR_INVALID_ARGUMENT", "library", waitprep.open_table, name, library=bad)
