@@ -24,6 +24,7 @@ export type WaitprepErrorCode =
   | 'ERR_NO_SPACE'
   | 'ERR_PERMISSION_DENIED'
   | 'ERR_UNTRUSTED_SEGMENT'
+  | 'ERR_UNTRUSTED_ARENA'
   | 'ERR_SYSTEM';
 
 /**

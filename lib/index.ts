@@ -53,12 +53,14 @@ export {
   MAX_ARENA_INDEX,
   MAX_ARENA_OFFSET,
   DEFAULT_ARENA_ROOT,
+  MAX_ARENA_RECORD_PAYLOAD_BYTES,
   type ArenaRecord,
   type ArenaRecordHeader,
   type ArenaRecordMeta,
   type ArenaRecordMismatch,
   type ArenaRecordMismatchReason,
 } from './lease-table/arena-record.js';
+export { checkArenaDirectory, ensureArenaDirectory, type ArenaDirectoryOptions, type EnsureArenaDirectoryOptions } from './lease-table/arena-directory.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type TicketForm, type IssuedWorkUnit } from './coordinator/coordinator.js';
 export { InMemoryBackend } from './coordinator/memory-backend.js';
 export type { MissReason } from './coordinator/miss-reasons.js';

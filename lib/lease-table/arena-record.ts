@@ -8,11 +8,12 @@
  * before it trusts the payload.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, openSync, readSync, type BigIntStats } from 'node:fs';
 import { join } from 'node:path';
 import { invalidArgument } from '../errors.js';
 import { isArtifactKey, keyDigestBytes, type ArtifactKey } from '../keys/key.js';
 import { isTableName } from './layout.js';
+import { u64OrNull } from '../internal/validate.js';
 
 /** First bytes of every record: ASCII `WPAR` ("waitprep arena record"). */
 export const ARENA_RECORD_MAGIC = Uint8Array.of(0x57, 0x50, 0x41, 0x52);
@@ -32,6 +33,13 @@ export const MAX_ARENA_INDEX = (1 << ARENA_INDEX_BITS) - 1;
 export const MAX_ARENA_OFFSET = (1n << BigInt(ARENA_OFFSET_BITS)) - 1n;
 /** Where arenas live unless a reader or writer says otherwise. */
 export const DEFAULT_ARENA_ROOT = '/dev/shm';
+/**
+ * The largest payload {@link readArenaRecord} reads: 1 GiB. It copies the payload into memory, so
+ * a record announcing more (a damaged header, or a sparse file that says 5 GiB) is the mismatch
+ * `out-of-bounds` before anything is allocated. A reader of larger records maps the arena itself
+ * and checks the header with {@link decodeRecordHeader} and {@link checkRecordHeader}.
+ */
+export const MAX_ARENA_RECORD_PAYLOAD_BYTES = 2 ** 30;
 
 const OFFSET_MASK = MAX_ARENA_OFFSET;
 const U64_MAX = (1n << 64n) - 1n;
@@ -208,16 +216,52 @@ function decodedHeader(b: Buffer): ArenaRecordHeader | ArenaRecordMismatch {
 /**
  * Checks a decoded header against the key it was read for and, when given, the lease's meta:
  * the digest, `meta.sizeBytes` = the payload length, `meta.checksum` = the header's checksum.
- * Returns `null` when everything matches, else the mismatch.
+ * Returns `null` when everything matches, else the mismatch. A header that is not one
+ * {@link decodeRecordHeader} returned, or a meta field that is not a u64, throws
+ * `ERR_INVALID_ARGUMENT`.
  */
 export function checkRecordHeader(header: ArenaRecordHeader, key: ArtifactKey | Uint8Array, meta?: ArenaRecordMeta): ArenaRecordMismatch | null {
-  const digest = digestOf('key', key);
-  if (!Buffer.from(header.digest).equals(digest)) return mismatch('wrong-key', `the record is for ${header.digestHex}, not ${Buffer.from(digest).toString('hex')}`);
-  if (meta?.sizeBytes !== undefined && BigInt(meta.sizeBytes) !== header.payloadLength) {
-    return mismatch('wrong-size', `the meta says ${meta.sizeBytes} bytes, the record holds ${header.payloadLength}`);
+  if (typeof header !== 'object' || header === null || !(header.digest instanceof Uint8Array) || typeof header.payloadLength !== 'bigint' || typeof header.checksum !== 'bigint') {
+    throw invalidArgument('header', 'a decoded record header (decodeRecordHeader)', header);
   }
-  if (meta?.checksum !== undefined && BigInt(meta.checksum) !== header.checksum) {
-    return mismatch('wrong-checksum', `the meta's checksum is ${meta.checksum}, the record's ${header.checksum}`);
+  const digest = digestOf('key', key);
+  const { sizeBytes, checksum } = meta === undefined ? NO_META : checkedMeta(meta, false);
+  return headerMismatch(header, digest, sizeBytes, checksum);
+}
+
+const NO_META: { sizeBytes: bigint | null; checksum: bigint | null } = { sizeBytes: null, checksum: null };
+
+/**
+ * The meta's fields as u64s (`null`: not given). A field that is there but not a u64 (a fraction,
+ * NaN, a negative, a string, a boolean) is `ERR_INVALID_ARGUMENT` naming it: a caller's mistake,
+ * not a record that fails to belong.
+ */
+function checkedMeta(meta: unknown, needLocation: boolean): { location?: bigint; sizeBytes: bigint | null; checksum: bigint | null } {
+  if (typeof meta !== 'object' || meta === null) throw invalidArgument('meta', 'an object { location, sizeBytes?, checksum? } (a lease\'s meta)', meta);
+  const m = meta as Record<string, unknown>;
+  const optional = (field: 'sizeBytes' | 'checksum'): bigint | null => {
+    const value = m[field];
+    if (value === undefined) return null;
+    const v = u64OrNull(value);
+    if (v === null) throw invalidArgument(`meta.${field}`, 'a u64 (a non-negative safe integer or a bigint), or absent', value);
+    return v;
+  };
+  const out: { location?: bigint; sizeBytes: bigint | null; checksum: bigint | null } = { sizeBytes: optional('sizeBytes'), checksum: optional('checksum') };
+  if (needLocation) {
+    const location = u64OrNull(m.location);
+    if (location === null) throw invalidArgument('meta.location', 'a u64 (a non-negative safe integer or a bigint)', m.location);
+    out.location = location;
+  }
+  return out;
+}
+
+function headerMismatch(header: ArenaRecordHeader, digest: Uint8Array, sizeBytes: bigint | null, checksum: bigint | null): ArenaRecordMismatch | null {
+  if (!Buffer.from(header.digest).equals(digest)) return mismatch('wrong-key', `the record is for ${header.digestHex}, not ${Buffer.from(digest).toString('hex')}`);
+  if (sizeBytes !== null && sizeBytes !== header.payloadLength) {
+    return mismatch('wrong-size', `the meta says ${sizeBytes} bytes, the record holds ${header.payloadLength}`);
+  }
+  if (checksum !== null && checksum !== header.checksum) {
+    return mismatch('wrong-checksum', `the meta's checksum is ${checksum}, the record's ${header.checksum}`);
   }
   return null;
 }
@@ -228,38 +272,78 @@ export function checkRecordHeader(header: ArenaRecordHeader, key: ArtifactKey | 
  * and (unless `verifyChecksum: false`) the payload's own checksum. Returns the record, or a
  * {@link ArenaRecordMismatch} saying why not. Hold a pin on the artifact while reading: a record
  * whose artifact was evicted may be gone or replaced, which this reports, never returns.
+ *
+ * Whatever is at the arena's path is a value, never an exception or a wait: anything but a
+ * regular file (a FIFO, a directory, a device, a symbolic link) is `no-arena`; a header or payload
+ * past the file's end, or a payload over {@link MAX_ARENA_RECORD_PAYLOAD_BYTES}, is
+ * `out-of-bounds`, found before the payload is allocated. A malformed argument (`meta.location`,
+ * `meta.sizeBytes` or `meta.checksum` not a u64, a bad key, table name or root) throws
+ * `ERR_INVALID_ARGUMENT` before the file is opened.
  */
 export function readArenaRecord(options: { tableName: string; key: ArtifactKey | Uint8Array; meta: ArenaRecordMeta; root?: string; verifyChecksum?: boolean }): ArenaRecord | ArenaRecordMismatch {
+  if (typeof options !== 'object' || options === null) throw invalidArgument('options', 'an object { tableName, key, meta, root?, verifyChecksum? }', options);
   const { tableName, key, meta, root = DEFAULT_ARENA_ROOT, verifyChecksum = true } = options;
-  const { arena, offset } = splitLocation(meta.location);
+  // Every argument is checked before the file is looked at: a caller's mistake throws, whatever
+  // the arena holds.
+  const digest = digestOf('key', key);
+  const { location, sizeBytes, checksum } = checkedMeta(meta, true);
+  if (typeof root !== 'string' || root.length === 0) throw invalidArgument('root', 'a non-empty string (a directory path)', root);
+  if (typeof verifyChecksum !== 'boolean') throw invalidArgument('verifyChecksum', 'a boolean', verifyChecksum);
+  const { arena, offset } = splitLocation(location!);
   const path = arenaPath(tableName, arena, root);
+  // An arena is a regular file, judged on the open descriptor (the file that is read): O_NOFOLLOW
+  // refuses a link planted under the name, O_NONBLOCK keeps a FIFO from blocking the open.
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
   } catch (error) {
-    return mismatch('no-arena', `arena ${arena} (${path}) cannot be opened: ${(error as NodeJS.ErrnoException).code ?? error}`);
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') return mismatch('no-arena', `arena ${arena} (${path}) is a symbolic link, not a regular file`);
+    return mismatch('no-arena', `arena ${arena} (${path}) cannot be opened: ${code ?? error}`);
   }
   try {
-    const size = BigInt(fstatSync(fd).size);
+    const stat = fstatSync(fd, { bigint: true });
+    if (!stat.isFile()) return notRegular(arena, path, stat);
+    const size = stat.size;
     if (offset + BigInt(ARENA_RECORD_HEADER_BYTES) > size) return mismatch('out-of-bounds', `no ${ARENA_RECORD_HEADER_BYTES}-byte header at offset ${offset} of ${path} (${size} bytes)`);
     const head = Buffer.alloc(ARENA_RECORD_HEADER_BYTES);
-    readSync(fd, head, 0, head.length, offset);
+    if (readFully(fd, head, offset) < head.length) return mismatch('out-of-bounds', `${path} ended inside the header at offset ${offset}`);
     const header = decodedHeader(head);
     if ('kind' in header) return header;
-    const wrong = checkRecordHeader(header, key, meta);
+    const wrong = headerMismatch(header, digest, sizeBytes, checksum);
     if (wrong !== null) return wrong;
+    // Both bounds before a byte is allocated: the file's size, and the most a reader copies.
+    if (header.payloadLength > BigInt(MAX_ARENA_RECORD_PAYLOAD_BYTES)) {
+      return mismatch('out-of-bounds', `the payload of ${header.payloadLength} bytes is over the ${MAX_ARENA_RECORD_PAYLOAD_BYTES} bytes a reader copies (MAX_ARENA_RECORD_PAYLOAD_BYTES); map the arena to read it`);
+    }
     const start = offset + BigInt(ARENA_RECORD_HEADER_BYTES);
     if (start + header.payloadLength > size) return mismatch('out-of-bounds', `the payload of ${header.payloadLength} bytes runs past the end of ${path} (${size} bytes)`);
     const payload = Buffer.alloc(Number(header.payloadLength));
-    let done = 0;
-    while (done < payload.length) {
-      const got = readSync(fd, payload, done, payload.length - done, start + BigInt(done));
-      if (got === 0) return mismatch('out-of-bounds', `${path} ended after ${done} of ${payload.length} payload bytes`);
-      done += got;
-    }
+    const done = readFully(fd, payload, start);
+    if (done < payload.length) return mismatch('out-of-bounds', `${path} ended after ${done} of ${payload.length} payload bytes`);
     if (verifyChecksum && recordChecksum(payload) !== header.checksum) return mismatch('corrupt-payload', `the payload's checksum is ${recordChecksum(payload)}, its header says ${header.checksum}`);
     return { kind: 'record', header, payload };
+  } catch (error) {
+    // A read the kernel refuses (EIO from a damaged device) is the file's doing, not the caller's.
+    if (typeof (error as NodeJS.ErrnoException).syscall !== 'string') throw error;
+    return mismatch('no-arena', `arena ${arena} (${path}) cannot be read: ${(error as NodeJS.ErrnoException).code ?? error}`);
   } finally {
     closeSync(fd);
   }
+}
+
+/** Reads `into.length` bytes at `position`, or fewer where the file ends first; returns how many. */
+function readFully(fd: number, into: Buffer, position: bigint): number {
+  let done = 0;
+  while (done < into.length) {
+    const got = readSync(fd, into, done, into.length - done, position + BigInt(done));
+    if (got === 0) break;
+    done += got;
+  }
+  return done;
+}
+
+function notRegular(arena: number, path: string, stat: BigIntStats): ArenaRecordMismatch {
+  const kind = stat.isDirectory() ? 'a directory' : stat.isFIFO() ? 'a FIFO' : stat.isSocket() ? 'a socket' : 'a device';
+  return mismatch('no-arena', `arena ${arena} (${path}) is ${kind}, not a regular file`);
 }

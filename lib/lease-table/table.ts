@@ -52,7 +52,7 @@ export interface TableTrust {
 const TRUST_OPTIONS: ReadonlySet<string> = new Set(['uid', 'groupWritable', 'worldWritable']);
 
 /** `options.trust` as wp_open_options' flags and trusted uid. */
-function trustFlags(trust: unknown): { flags: number; uid: number } {
+export function trustFlags(trust: unknown): { flags: number; uid: number } {
   if (trust === undefined) return { flags: 0, uid: 0 };
   if (typeof trust !== 'object' || trust === null) throw invalidArgument('options.trust', 'an object { uid?, groupWritable?, worldWritable? }', trust);
   rejectUnknownOptions(trust, TRUST_OPTIONS, 'options.trust');

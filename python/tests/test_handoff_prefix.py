@@ -189,11 +189,12 @@ class Prefix(TableCase):
     def test_a_miss_first_is_an_empty_run_and_bad_input_is_refused(self) -> None:
         self.assertEqual(len(self.consumer.try_pin_prefix([digest_of(1)])), 0)
         self.assertEqual(len(self.consumer.try_pin_prefix([])), 0)
-        for bad in ([digest_of(1), b"short"], b"x" * 33, [1, 2], None):
+        # A bad element is a bad digest (ERR_INVALID_KEY, as try_pin says); a bad whole is not.
+        for bad, code in (([digest_of(1), b"short"], "ERR_INVALID_KEY"), (b"x" * 33, "ERR_INVALID_ARGUMENT"), ([1, 2], "ERR_INVALID_KEY"), (None, "ERR_INVALID_ARGUMENT")):
             with self.subTest(bad=bad):
                 with self.assertRaises(waitprep.WaitprepError) as caught:
                     self.consumer.try_pin_prefix(bad)  # type: ignore[arg-type]
-                self.assertEqual(caught.exception.code, "ERR_INVALID_ARGUMENT")
+                self.assertEqual(caught.exception.code, code)
         with self.assertRaises(waitprep.WaitprepError) as caught:
             self.consumer.try_pin_prefix([digest_of(1)], device="GPU-x")
         self.assertEqual((caught.exception.code, caught.exception.field), ("ERR_INVALID_ARGUMENT", "device"))

@@ -12,14 +12,16 @@ key and the meta before it hands out the payload. A record that does not belong 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 import struct
-from typing import NamedTuple, Optional, Union
+from typing import Any, Mapping, NamedTuple, Optional, Tuple, Union
 
-from ._ints import int_in, is_u64
-from .errors import invalid
+from ._ints import int_in, is_u32, is_u64
+from .errors import WaitprepError, invalid, with_errno
 
 __all__ = [
     "ARENA_RECORD_MAGIC",
@@ -30,6 +32,7 @@ __all__ = [
     "MAX_ARENA_INDEX",
     "MAX_ARENA_OFFSET",
     "DEFAULT_ARENA_ROOT",
+    "MAX_ARENA_RECORD_PAYLOAD_BYTES",
     "RecordHeader",
     "ArenaRecord",
     "Mismatch",
@@ -44,6 +47,8 @@ __all__ = [
     "decode_record_header",
     "check_record_header",
     "read_arena_record",
+    "check_arena_directory",
+    "ensure_arena_directory",
 ]
 
 #: First bytes of every record: ASCII ``WPAR`` ("waitprep arena record").
@@ -59,6 +64,12 @@ MAX_ARENA_INDEX = (1 << ARENA_INDEX_BITS) - 1
 MAX_ARENA_OFFSET = (1 << ARENA_OFFSET_BITS) - 1
 #: Where arenas live unless a reader or writer says otherwise.
 DEFAULT_ARENA_ROOT = "/dev/shm"
+#: The largest payload :func:`read_arena_record` reads: 1 GiB (Node's ``MAX_ARENA_RECORD_PAYLOAD_BYTES``).
+#: It copies the payload into memory, so a record announcing more (a damaged header, or a sparse
+#: file that says 5 GiB) is the mismatch ``out-of-bounds`` before anything is allocated. A reader
+#: of larger records maps the arena itself and checks the header with :func:`decode_record_header`
+#: and :func:`check_record_header`.
+MAX_ARENA_RECORD_PAYLOAD_BYTES = 1 << 30
 
 # magic, version, header bytes, digest, payload length, token count, format, checksum, reserved
 _HEADER = struct.Struct("<4sHH32sQQ24sQQ")
@@ -94,8 +105,13 @@ class Mismatch(NamedTuple):
     message: str
 
 
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
 def record_checksum(payload: Union[bytes, bytearray, memoryview]) -> int:
     """The first 8 bytes of the payload's SHA-256 as a big-endian u64: the record's and the meta's checksum."""
+    if not isinstance(payload, _BYTES_LIKE):
+        raise invalid("payload", "bytes, a bytearray or a memoryview", payload)
     return int.from_bytes(hashlib.sha256(payload).digest()[:8], "big")
 
 
@@ -115,11 +131,18 @@ def split_location(location: int) -> "tuple[int, int]":
     return location >> ARENA_OFFSET_BITS, location & MAX_ARENA_OFFSET
 
 
+def _root(root: object) -> str:
+    path = os.fspath(root) if isinstance(root, os.PathLike) else root
+    if not isinstance(path, str) or not path:
+        raise invalid("root", "a non-empty str (a directory path)", root)
+    return path
+
+
 def arena_directory(table_name: str, root: str = DEFAULT_ARENA_ROOT) -> str:
     """The directory holding table ``table_name``'s arenas: ``<root>/<table_name>-arena``."""
-    if not isinstance(table_name, str) or not _TABLE_NAME.match(table_name):
+    if not isinstance(table_name, str) or not _TABLE_NAME.fullmatch(table_name):
         raise invalid("table_name", "a lease table name (1-200 of A-Z a-z 0-9 . _ -, not starting with a dot)", table_name)
-    return os.path.join(root, table_name + "-arena")
+    return os.path.join(_root(root), table_name + "-arena")
 
 
 def arena_path(table_name: str, arena: int, root: str = DEFAULT_ARENA_ROOT) -> str:
@@ -131,7 +154,7 @@ def arena_path(table_name: str, arena: int, root: str = DEFAULT_ARENA_ROOT) -> s
 
 def is_arena_file_name(name: str) -> bool:
     """True for a file name the arena rule gives (``<index>.wpa``, decimal, no leading zeros, at most 65535)."""
-    return bool(_ARENA_FILE.match(name)) and int(name[:-4]) <= MAX_ARENA_INDEX
+    return isinstance(name, str) and bool(_ARENA_FILE.fullmatch(name)) and int(name[:-4]) <= MAX_ARENA_INDEX
 
 
 def _digest(field: str, value: object) -> bytes:
@@ -160,6 +183,8 @@ def encode_arena_record(key: object, payload: Union[bytes, bytearray, memoryview
     """A whole record (header and payload) for ``key`` (a digest, or a key with ``.digest``): what a
     producer writes at the record's offset, and its header (whose ``checksum`` and
     ``payload_length`` are the meta's ``checksum`` and ``size_bytes``)."""
+    if not isinstance(payload, _BYTES_LIKE):
+        raise invalid("payload", "bytes, a bytearray or a memoryview", payload)
     payload = bytes(payload)
     header = RecordHeader(_digest("key", key), len(payload), token_count, format, record_checksum(payload))
     return encode_record_header(*header) + payload, header
@@ -167,6 +192,8 @@ def encode_arena_record(key: object, payload: Union[bytes, bytearray, memoryview
 
 def decode_record_header(data: Union[bytes, bytearray, memoryview]) -> Union[RecordHeader, Mismatch]:
     """The header's fields, or why the bytes are not a record header of this version."""
+    if not isinstance(data, _BYTES_LIKE):
+        raise invalid("data", "bytes, a bytearray or a memoryview", data)
     data = bytes(data[:ARENA_RECORD_HEADER_BYTES])
     if len(data) < ARENA_RECORD_HEADER_BYTES:
         return Mismatch("out-of-bounds", "a record header is %d bytes, got %d" % (ARENA_RECORD_HEADER_BYTES, len(data)))
@@ -183,27 +210,73 @@ def decode_record_header(data: Union[bytes, bytearray, memoryview]) -> Union[Rec
     return RecordHeader(digest, length, tokens, text.decode("ascii"), checksum)
 
 
-def _meta_field(meta: object, name: str) -> Optional[int]:
-    if meta is None:
-        return None
-    if isinstance(meta, dict):
-        return meta.get(name)  # type: ignore[no-any-return]
-    return getattr(meta, name, None)
+_META_FIELDS = ("location", "size_bytes", "checksum")
+
+
+def _meta(meta: object, need_location: bool) -> "Tuple[Optional[int], Optional[int], Optional[int]]":
+    """(location, size_bytes, checksum) of a meta, None where absent. A field that is there but not
+    a u64 (a float, a negative, a str, a bool) is ERR_INVALID_ARGUMENT naming it: a caller's
+    mistake, not a record that fails to belong."""
+    if isinstance(meta, Mapping):
+        values = [meta.get(name) for name in _META_FIELDS]
+    elif meta is not None and not isinstance(meta, (str, bytes, bytearray, int, float)) and any(hasattr(meta, name) for name in _META_FIELDS):
+        values = [getattr(meta, name, None) for name in _META_FIELDS]
+    else:
+        raise invalid("meta", "a lease's meta (LeaseMeta), a mapping or an object with location, size_bytes, checksum", meta)
+    for name, value in zip(_META_FIELDS, values):
+        if value is None and (name != "location" or not need_location):
+            continue
+        if not is_u64(value):
+            raise invalid("meta." + name, "a u64 (an int in [0, 2^64-1], not a bool)" + ("" if name == "location" else ", or None"), value)
+    return values[0], values[1], values[2]
+
+
+def _mismatch(header: RecordHeader, digest: bytes, size: Optional[int], checksum: Optional[int]) -> Optional[Mismatch]:
+    if header.digest != digest:
+        return Mismatch("wrong-key", "the record is for %s, not %s" % (header.digest.hex(), digest.hex()))
+    if size is not None and size != header.payload_length:
+        return Mismatch("wrong-size", "the meta says %d bytes, the record holds %d" % (size, header.payload_length))
+    if checksum is not None and checksum != header.checksum:
+        return Mismatch("wrong-checksum", "the meta's checksum is %d, the record's %d" % (checksum, header.checksum))
+    return None
 
 
 def check_record_header(header: RecordHeader, key: object, meta: object = None) -> Optional[Mismatch]:
     """Checks a header against the key (a digest, or a key with ``.digest``) and, when given, the
-    lease's meta (``size_bytes`` = payload length, ``checksum`` = the header's). None when it belongs."""
+    lease's meta (``size_bytes`` = payload length, ``checksum`` = the header's). None when it belongs.
+    A header that is not a :class:`RecordHeader`, or a meta field that is not a u64, is
+    ``ERR_INVALID_ARGUMENT``."""
+    if not isinstance(header, RecordHeader):
+        raise invalid("header", "a RecordHeader (decode_record_header)", header)
     digest = _digest("key", key)
-    if header.digest != digest:
-        return Mismatch("wrong-key", "the record is for %s, not %s" % (header.digest.hex(), digest.hex()))
-    size = _meta_field(meta, "size_bytes")
-    if size is not None and size != header.payload_length:
-        return Mismatch("wrong-size", "the meta says %d bytes, the record holds %d" % (size, header.payload_length))
-    checksum = _meta_field(meta, "checksum")
-    if checksum is not None and checksum != header.checksum:
-        return Mismatch("wrong-checksum", "the meta's checksum is %d, the record's %d" % (checksum, header.checksum))
-    return None
+    _, size, checksum = (None, None, None) if meta is None else _meta(meta, False)
+    return _mismatch(header, digest, size, checksum)
+
+
+def _pread_fully(fd: int, length: int, offset: int) -> bytes:
+    """``length`` bytes at ``offset``, or fewer where the file ends first."""
+    data = os.pread(fd, length, offset)  # one read on a regular file, unless it ends first
+    if len(data) == length or not data:
+        return data
+    parts = [data]
+    done = len(data)
+    while done < length:
+        chunk = os.pread(fd, length - done, offset + done)
+        if not chunk:
+            break
+        parts.append(chunk)
+        done += len(chunk)
+    return b"".join(parts)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
 
 
 def read_arena_record(table_name: str, key: object, meta: object, root: str = DEFAULT_ARENA_ROOT, verify_checksum: bool = True) -> Union[ArenaRecord, Mismatch]:
@@ -214,38 +287,216 @@ def read_arena_record(table_name: str, key: object, meta: object, root: str = DE
     meta's size and checksum and, unless ``verify_checksum`` is False, the payload's own checksum.
     Hold a pin on the artifact while reading: a record whose artifact was evicted may be gone or
     replaced, which this reports as a :class:`Mismatch`, never returns.
+
+    Whatever is at the arena's path is a value, never an exception or a wait: anything but a
+    regular file (a FIFO, a directory, a device, a symbolic link) is ``no-arena``; a header or
+    payload past the file's end, or a payload over :data:`MAX_ARENA_RECORD_PAYLOAD_BYTES`, is
+    ``out-of-bounds``, found before the payload is allocated. A malformed argument (a meta field
+    that is not a u64, a bad key, table name or root, a non-bool ``verify_checksum``) is
+    ``ERR_INVALID_ARGUMENT`` before the file is opened.
     """
-    location = _meta_field(meta, "location")
+    digest = _digest("key", key)
+    location, size, checksum = _meta(meta, True)
+    if type(verify_checksum) is not bool:
+        raise invalid("verify_checksum", "a bool", verify_checksum)
     arena, offset = split_location(location)  # type: ignore[arg-type]
     path = arena_path(table_name, arena, root)
+    # An arena is a regular file, judged on the open descriptor (the file that is read): O_NOFOLLOW
+    # refuses a link planted under the name, O_NONBLOCK keeps a FIFO from blocking the open.
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            return Mismatch("no-arena", "arena %d (%s) is a symbolic link, not a regular file" % (arena, path))
         return Mismatch("no-arena", "arena %d (%s) cannot be opened: %s" % (arena, path, error.strerror))
     try:
-        size = os.fstat(fd).st_size
-        if offset + ARENA_RECORD_HEADER_BYTES > size:
-            return Mismatch("out-of-bounds", "no %d-byte header at offset %d of %s (%d bytes)" % (ARENA_RECORD_HEADER_BYTES, offset, path, size))
-        header = decode_record_header(os.pread(fd, ARENA_RECORD_HEADER_BYTES, offset))
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Mismatch("no-arena", "arena %d (%s) is %s, not a regular file" % (arena, path, _kind(st.st_mode)))
+        file_size = st.st_size
+        if offset + ARENA_RECORD_HEADER_BYTES > file_size:
+            return Mismatch("out-of-bounds", "no %d-byte header at offset %d of %s (%d bytes)" % (ARENA_RECORD_HEADER_BYTES, offset, path, file_size))
+        header = decode_record_header(_pread_fully(fd, ARENA_RECORD_HEADER_BYTES, offset))
         if isinstance(header, Mismatch):
             return header
-        wrong = check_record_header(header, key, meta)
+        wrong = _mismatch(header, digest, size, checksum)
         if wrong is not None:
             return wrong
+        # Both bounds before a byte is allocated: the file's size, and the most a reader copies.
+        if header.payload_length > MAX_ARENA_RECORD_PAYLOAD_BYTES:
+            return Mismatch("out-of-bounds", "the payload of %d bytes is over the %d bytes a reader copies (MAX_ARENA_RECORD_PAYLOAD_BYTES); map the arena to read it"
+                            % (header.payload_length, MAX_ARENA_RECORD_PAYLOAD_BYTES))
         start = offset + ARENA_RECORD_HEADER_BYTES
-        if start + header.payload_length > size:
-            return Mismatch("out-of-bounds", "the payload of %d bytes runs past the end of %s (%d bytes)" % (header.payload_length, path, size))
-        parts = []
-        done = 0
-        while done < header.payload_length:
-            chunk = os.pread(fd, header.payload_length - done, start + done)
-            if not chunk:
-                return Mismatch("out-of-bounds", "%s ended after %d of %d payload bytes" % (path, done, header.payload_length))
-            parts.append(chunk)
-            done += len(chunk)
-        payload = b"".join(parts)
+        if start + header.payload_length > file_size:
+            return Mismatch("out-of-bounds", "the payload of %d bytes runs past the end of %s (%d bytes)" % (header.payload_length, path, file_size))
+        payload = _pread_fully(fd, header.payload_length, start)
+        if len(payload) < header.payload_length:
+            return Mismatch("out-of-bounds", "%s ended after %d of %d payload bytes" % (path, len(payload), header.payload_length))
         if verify_checksum and record_checksum(payload) != header.checksum:
             return Mismatch("corrupt-payload", "the payload's checksum is %d, its header says %d" % (record_checksum(payload), header.checksum))
         return ArenaRecord(header, payload)
+    except OSError as error:
+        # A read the kernel refuses (EIO from a damaged device) is the file's doing, not the caller's.
+        return Mismatch("no-arena", "arena %d (%s) cannot be read: %s" % (arena, path, error.strerror))
     finally:
         os.close(fd)
+
+
+# --- The arena directory under the lease table's trust rules ------------------------------------
+#
+# Readers load whatever bytes an arena file holds at a published location, so whoever may write the
+# directory or its files can make them load bytes of their own choosing, as whoever may write a
+# table file can rewrite what consumers pin. A producer writes into an arena directory only when
+# the table's rule for its file holds for the directory and every file in it: a directory (not a
+# link) owned by this process's effective uid (or the trusted one) that neither group nor others
+# may write unless trusted, in a root no one else can rename it out of (Node: lib/arena-directory.ts).
+
+
+class _Trust(NamedTuple):
+    uid: Optional[int]
+    group_writable: bool
+    world_writable: bool
+
+
+def _trust(trust_uid: object, trust_group_writable: object, trust_world_writable: object) -> _Trust:
+    if trust_uid is not None and not is_u32(trust_uid):
+        raise invalid("trust_uid", "a uid (an int in [0, 2^32-1]) or None", trust_uid)
+    for field, value in (("trust_group_writable", trust_group_writable), ("trust_world_writable", trust_world_writable)):
+        if type(value) is not bool:
+            raise invalid(field, "a bool", value)
+    return _Trust(trust_uid, trust_group_writable, trust_world_writable)  # type: ignore[arg-type]
+
+
+def _untrusted_write_bits(mode: int, trust: _Trust) -> int:
+    bits = mode & 0o022
+    if trust.group_writable:
+        bits &= ~0o020
+    if trust.world_writable:
+        bits &= ~0o002
+    return bits
+
+
+def _owner_trusted(uid: int, trust: _Trust) -> bool:
+    return uid == os.geteuid() or (trust.uid is not None and uid == trust.uid)
+
+
+def _untrusted(path: str, found: str, trust: _Trust) -> WaitprepError:
+    owners = ["uid %d (this process)" % os.geteuid()] + (["uid %d (trust_uid)" % trust.uid] if trust.uid is not None else [])
+    writers = ["the owner"] + (["the group"] if trust.group_writable else []) + (["others"] if trust.world_writable else [])
+    return WaitprepError(
+        "ERR_UNTRUSTED_ARENA",
+        "refusing an untrusted arena: %s %s; an arena directory and its files are trusted when they are a directory and regular "
+        "files (no links) owned by %s that only %s may write, in a root owned by uid 0 or the owner that others may write only "
+        "with the sticky bit. Whoever may write an arena can change the bytes readers load; remove it, or pass trust_uid, "
+        "trust_group_writable or trust_world_writable if this sharing is intended (docs/arena-records.md)"
+        % (path, found, " or ".join(owners), ", ".join(writers)),
+    )
+
+
+def _mode_text(st: os.stat_result) -> str:
+    return "owned by uid %d with mode 0o%03o" % (st.st_uid, stat.S_IMODE(st.st_mode))
+
+
+def _judge(path: str, st: os.stat_result, kind: str, trust: _Trust) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise _untrusted(path, "is a symbolic link (owned by uid %d)" % st.st_uid, trust)
+    if not (stat.S_ISDIR(st.st_mode) if kind == "directory" else stat.S_ISREG(st.st_mode)):
+        raise _untrusted(path, "is not a %s (%s)" % ("directory" if kind == "directory" else "regular file", _mode_text(st)), trust)
+    if not _owner_trusted(st.st_uid, trust) or _untrusted_write_bits(st.st_mode, trust):
+        raise _untrusted(path, "is %s" % _mode_text(st), trust)
+
+
+def _judge_root(root: str, trust: _Trust) -> None:
+    """The root must keep others from renaming the arena directory away and putting their own in its
+    place: owned by uid 0 or a trusted owner, writable by others only with the sticky bit."""
+    st = os.stat(root)
+    if not stat.S_ISDIR(st.st_mode):
+        raise _untrusted(root, "(the arena root) is not a directory (%s)" % _mode_text(st), trust)
+    owner = st.st_uid == 0 or _owner_trusted(st.st_uid, trust)
+    if not owner or (_untrusted_write_bits(st.st_mode, trust) and not st.st_mode & stat.S_ISVTX):
+        raise _untrusted(root, "(the arena root) is %s: someone else could replace the arena directory in it" % _mode_text(st), trust)
+
+
+def _check(directory: str, root: str, trust: _Trust) -> bool:
+    try:
+        _judge_root(root, trust)
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return False
+    _judge(directory, st, "directory", trust)
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        try:
+            entry = os.lstat(path)
+        except FileNotFoundError:
+            continue  # removed meanwhile
+        _judge(path, entry, "file", trust)
+    return True
+
+
+def _system_error(directory: str, error: OSError) -> WaitprepError:
+    denied = error.errno in (errno.EACCES, errno.EPERM)
+    return WaitprepError(
+        "ERR_PERMISSION_DENIED" if denied else "ERR_SYSTEM",
+        with_errno("arena directory %s: %s failed" % (directory, error.filename or "a system call"), error.errno or 0),
+        errno=error.errno or 0,
+    )
+
+
+def check_arena_directory(
+    table_name: str,
+    root: str = DEFAULT_ARENA_ROOT,
+    *,
+    trust_uid: Optional[int] = None,
+    trust_group_writable: bool = False,
+    trust_world_writable: bool = False,
+) -> bool:
+    """Whether table ``table_name``'s arena directory (``<root>/<table_name>-arena``) exists: False
+    when it does not, True when it does and it, every entry in it and its root pass the lease
+    table's trust rules (a directory and regular files, no links, owned by this process's effective
+    uid or ``trust_uid``, that neither group nor others may write unless ``trust_group_writable`` /
+    ``trust_world_writable``; a root owned by uid 0 or the owner, writable by others only with the
+    sticky bit). Raises ``ERR_UNTRUSTED_ARENA`` naming what it found otherwise, and
+    ``ERR_INVALID_ARGUMENT`` for a malformed argument (Node: ``checkArenaDirectory``)."""
+    directory = arena_directory(table_name, root)
+    trust = _trust(trust_uid, trust_group_writable, trust_world_writable)
+    try:
+        return _check(directory, _root(root), trust)
+    except OSError as error:
+        raise _system_error(directory, error) from error
+
+
+def ensure_arena_directory(
+    table_name: str,
+    root: str = DEFAULT_ARENA_ROOT,
+    *,
+    mode: int = 0o755,
+    trust_uid: Optional[int] = None,
+    trust_group_writable: bool = False,
+    trust_world_writable: bool = False,
+) -> str:
+    """Table ``table_name``'s arena directory, created (with ``mode``, and the root if it is
+    missing) when absent, and checked as :func:`check_arena_directory` checks it either way: what a
+    producer calls before it writes its first arena. Returns its path. ``ERR_UNTRUSTED_ARENA`` for
+    an existing directory the table's rules do not trust (never taken over), ``ERR_INVALID_ARGUMENT``
+    for a malformed argument or a mode others could write (Node: ``ensureArenaDirectory``)."""
+    directory = arena_directory(table_name, root)
+    trust = _trust(trust_uid, trust_group_writable, trust_world_writable)
+    if not int_in(mode, 0o700, 0o777):
+        raise invalid("mode", "a permission mode in [0o700, 0o777] (the owner needs rwx)", mode)
+    if _untrusted_write_bits(mode, trust):  # type: ignore[arg-type]
+        raise invalid("mode", "a mode that lets only the owner write, unless trust_group_writable / trust_world_writable accept those bits", mode)
+    base = _root(root)
+    try:
+        os.makedirs(base, exist_ok=True)
+        _judge_root(base, trust)  # before anything is created in it
+        try:
+            # Not makedirs: an existing directory is judged below, never adopted silently.
+            os.mkdir(directory, mode)  # type: ignore[arg-type]
+        except FileExistsError:
+            pass
+        if not _check(directory, base, trust):
+            raise WaitprepError("ERR_UNTRUSTED_ARENA", "refusing an untrusted arena: %s disappeared as it was created" % directory)
+    except OSError as error:
+        raise _system_error(directory, error) from error
+    return directory

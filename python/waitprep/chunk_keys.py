@@ -18,6 +18,7 @@ import hashlib
 import struct
 import sys
 from array import array
+from collections.abc import Mapping as _Mapping, Set as _Set
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._ints import U32_MAX, int_in, is_int, is_u64
@@ -214,16 +215,21 @@ def _token_bytes(tokens: Tokens) -> bytes:
     if isinstance(tokens, array) and tokens.itemsize == 4 and tokens.typecode in ("I", "L"):
         packed = tokens
     else:
-        if isinstance(tokens, (str, bytes, bytearray)) or not hasattr(tokens, "__len__"):
-            raise InvalidKeyError("tokens", "a sequence of integers in [0, 2^32-1]", tokens)
+        kind = type(tokens)
+        # A mapping or a set is not a token sequence (a set has no order; a dict would give its keys).
+        if kind is not list and kind is not tuple and (isinstance(tokens, (str, bytes, bytearray, _Mapping, _Set)) or not hasattr(tokens, "__len__")):
+            raise InvalidKeyError("tokens", "a sequence of integers in [0, 2^32-1] (a list, tuple or array('I'))", tokens)
         try:
             packed = array("I", tokens)
         except (OverflowError, TypeError):
-            # Names the token array() refused; a bool is an int to array(), so it is to this check too.
+            packed = None
+        # array() takes a bool for 1 or 0: one pass over the element types (C loops, no Python
+        # per token) finds one, and only then are the tokens walked to name it.
+        if packed is None or bool in set(map(type, tokens)):
             for i, token in enumerate(tokens):
-                if not isinstance(token, int) or not 0 <= token <= U32_MAX:
-                    raise InvalidKeyError("tokens[%d]" % i, "an integer token in [0, 2^32-1]", token) from None
-            raise
+                if type(token) is bool or not isinstance(token, int) or not 0 <= token <= U32_MAX:
+                    raise InvalidKeyError("tokens[%d]" % i, "an integer token in [0, 2^32-1] (not a bool)", token) from None
+            packed = array("I", tokens)
     if _BIG_ENDIAN:
         packed = array("I", packed)
         packed.byteswap()

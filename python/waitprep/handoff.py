@@ -24,6 +24,7 @@ from .errors import invalid
 __all__ = ["HandoffToken", "format_handoff_token", "parse_handoff_token"]
 
 _TOKEN = re.compile(r"wp1:([A-Za-z0-9_-][A-Za-z0-9._-]{0,199}):(0|[1-9][0-9]{0,9}):(0|[1-9][0-9]{0,16}):([0-9a-f]{64})")
+_TABLE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _EXPECTED = "a handoff token 'wp1:<table>:<slot>:<generation>:<64 lowercase hex digest>' from lease.handoff_token()"
 _GENERATION_LIMIT = 1 << 56
 
@@ -37,13 +38,42 @@ class HandoffToken(NamedTuple):
     digest: bytes
 
     def __str__(self) -> str:
-        return format_handoff_token(self.table, self.slot, self.generation, self.digest)
+        return format_handoff_token(*self)
 
 
 def format_handoff_token(table: str, slot: int, generation: int, digest: bytes) -> str:
     """The token for (table, slot, generation, digest): what ``Lease.handoff_token()`` gives, and
-    what Node's ``lease.handoffToken()`` gives for the same lease."""
-    return "wp1:%s:%d:%d:%s" % (table, slot, generation, bytes(digest).hex())
+    what Node's ``lease.handoffToken()`` gives for the same lease. ``ERR_INVALID_ARGUMENT`` (field
+    ``token``) unless ``table`` is a table name, ``slot`` an int in [0, 2^32-1], ``generation`` an
+    int in [0, 2^56) (bools are not ints) and ``digest`` 32 bytes: a token is never written that
+    :func:`parse_handoff_token` would refuse."""
+    token = checked_token(HandoffToken(table, slot, generation, digest))
+    if not _TABLE.fullmatch(token.table):
+        raise invalid("token", "a token of a table name (1-200 of A-Z a-z 0-9 . _ -, not starting with a dot)", table)
+    return _format(token)
+
+
+def _format(token: HandoffToken) -> str:
+    """The token's text; its fields were checked (or come from a live lease)."""
+    return "wp1:%s:%d:%d:%s" % (token.table, token.slot, token.generation, token.digest.hex())
+
+
+def checked_token(token: HandoffToken) -> HandoffToken:
+    """``token`` when its fields have the types and ranges :func:`parse_handoff_token` gives (a str
+    table, a u32 slot, a generation below 2^56, 32 bytes of digest; bools are not ints), else
+    ``ERR_INVALID_ARGUMENT`` (field ``token``). For a token built by hand; a bytearray or
+    memoryview digest is taken as its bytes. The table's name is compared by the table it is
+    used on (or checked by :func:`format_handoff_token`)."""
+    table, slot, generation, digest = token
+    if type(digest) is not bytes and isinstance(digest, (bytearray, memoryview)):
+        digest = bytes(digest)
+        token = token._replace(digest=digest)
+    if not (
+        type(slot) is int and type(generation) is int and type(digest) is bytes and type(table) is str
+        and 0 <= slot <= U32_MAX and 0 <= generation < _GENERATION_LIMIT and len(digest) == 32
+    ):
+        raise invalid("token", "a HandoffToken(table: str, slot: int in [0, 2^32-1], generation: int below 2^56, digest: 32 bytes), as parse_handoff_token gives", tuple(token))
+    return token
 
 
 def parse_handoff_token(token: object) -> HandoffToken:

@@ -35,6 +35,7 @@ Python ``str`` holds code points, so any surrogate code point is rejected
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from array import array
 from typing import Any, Dict, List, Mapping, Tuple
@@ -81,6 +82,7 @@ _SOURCE_STRING_FIELDS = (
 _SOURCE_FIELDS = frozenset(_SOURCE_STRING_FIELDS + ("tokenLayout", "extra"))
 _TOP_FIELDS = frozenset(("source", "sourcePageGeneration", "codec", "codecConfig", "representationVersion"))
 _SAFE_MAX = 2**53 - 1
+_DECIMAL = re.compile(r"[0-9]+")
 
 
 class InvalidKeyError(WaitprepError, ValueError):
@@ -208,6 +210,9 @@ def from_json(fields: Any) -> Any:
         return fields
     out = dict(fields)
     for name in ("sourcePageGeneration", "representationVersion"):
-        if isinstance(out.get(name), str):
-            out[name] = int(out[name])
+        value = out.get(name)
+        # Only ASCII decimal digits: int() would also take "1_000", " 7", "+7" and other scripts'
+        # digits, and raise ValueError on the rest; anything else is left for encode() to refuse.
+        if isinstance(value, str) and _DECIMAL.fullmatch(value):
+            out[name] = int(value)
     return out

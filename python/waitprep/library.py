@@ -25,10 +25,11 @@ import ctypes
 import os
 import platform
 import threading
+from collections.abc import Mapping as _Mapping
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import _abi
-from .errors import WaitprepError
+from .errors import WaitprepError, describe
 
 __all__ = ["load_library", "library_candidates", "status_name", "status_mismatch"]
 
@@ -53,9 +54,16 @@ def library_candidates(path: Optional[str] = None, environ: Optional[Mapping[str
     ``where`` says how the path was found ('argument', 'WAITPREP_LIBRARY', 'WAITPREP_LIB',
     'beside'). A named path (the argument, or either variable) is the only candidate.
     """
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise WaitprepError("ERR_INVALID_ARGUMENT", "Expected `path` to be a path to libwaitprep.so (str or os.PathLike) or None, got %s" % describe(path), field="path")
+    if environ is not None and not isinstance(environ, _Mapping):
+        raise WaitprepError("ERR_INVALID_ARGUMENT", "Expected `environ` to be a mapping (os.environ) or None, got %s" % describe(environ), field="environ")
     env = os.environ if environ is None else environ
     if path:
-        return [("argument", os.fspath(path))]
+        named = os.fspath(path)
+        if not isinstance(named, str):
+            raise WaitprepError("ERR_INVALID_ARGUMENT", "Expected `path` to be a str path, got %s" % describe(named), field="path")
+        return [("argument", named)]
     for variable in ("WAITPREP_LIBRARY", "WAITPREP_LIB"):
         if env.get(variable):
             return [(variable, env[variable])]

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections.abc import Sequence as _Sequence
 from typing import Dict, List, NamedTuple, Optional, Sequence, Set, Union
 
 from ._ints import is_u64
 from .chunk_keys import CHUNK_PARENT_FIELD, ChunkKey, ManifestKey, manifest_key
-from .errors import WaitprepError, invalid
+from .errors import WaitprepError, describe, invalid
 
 __all__ = [
     "MANIFEST_MAGIC",
@@ -53,9 +54,15 @@ class DecodedManifest(NamedTuple):
     total_tokens: int
 
 
+def _is_sequence(value: object) -> bool:
+    """A list, tuple or other ordered sequence, not a str or bytes: a mapping or a set has no
+    chain order, and an iterator no length."""
+    return type(value) is list or type(value) is tuple or (isinstance(value, _Sequence) and not isinstance(value, (str, bytes, bytearray)))
+
+
 def encode_manifest(digests: Sequence[bytes], total_tokens: int) -> bytes:
     """``WPM1``, the chunk count (u32le), the total tokens (u64le), then each 32-byte digest in order."""
-    if isinstance(digests, (bytes, bytearray)) or not digests or len(digests) > 0xFFFFFFFF:
+    if not _is_sequence(digests) or not digests or len(digests) > 0xFFFFFFFF:
         raise invalid("digests", "a non-empty sequence of 32-byte digests", digests)
     if not is_u64(total_tokens):
         raise invalid("total_tokens", "a u64", total_tokens)
@@ -70,6 +77,8 @@ def decode_manifest(data: Union[bytes, bytearray, memoryview]) -> DecodedManifes
     def bad(expected: str, got: str) -> WaitprepError:
         return WaitprepError("ERR_INVALID_ARGUMENT", "Expected the manifest bytes to be %s, got %s" % (expected, got), field="manifest")
 
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise bad("bytes, a bytearray or a memoryview", describe(data))
     data = bytes(data)
     if len(data) < MANIFEST_HEADER_BYTES:
         raise bad("at least %d bytes" % MANIFEST_HEADER_BYTES, str(len(data)))
@@ -145,7 +154,7 @@ class ManifestProducer:
         """
         if not isinstance(manifest, ManifestKey):
             raise invalid("manifest", "a ManifestKey (waitprep.chunk_keys.manifest_key)", manifest)
-        if isinstance(chunks, (bytes, bytearray)) or not chunks:
+        if not _is_sequence(chunks) or not chunks:
             raise invalid("chunks", "a non-empty sequence of the chunks the manifest lists", chunks)
         if manifest.chunk_count != len(chunks):
             raise invalid("chunks", "the %d chunks the manifest key counts" % manifest.chunk_count, "%d chunks" % len(chunks))

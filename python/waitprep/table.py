@@ -33,13 +33,14 @@ import ctypes
 import os
 import re
 import threading
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping, Sequence as _Sequence
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 from . import _abi
 from ._ints import int_in, is_u32, is_u64
 from ._abi import MISS_REASON, WpDeviceRecord, WpLease, WpMeta, WpOpenOptions, WpReservation, WpSummary
 from .errors import WaitprepError, invalid, with_errno
-from .handoff import HandoffToken, format_handoff_token, parse_handoff_token
+from .handoff import HandoffToken, _format, checked_token, parse_handoff_token
 from .inspection import ClientCounts, SlotCounts, TableInspection, TableSummary, decode_segment
 from .library import load_library, status_name
 
@@ -178,15 +179,24 @@ def _target(device: object, arena: object, arena_generation: object) -> Optional
 def _reservation(value: object) -> WpReservation:
     slot: object
     generation: object
-    try:
-        slot, generation = value  # type: ignore[misc]
-    except (TypeError, ValueError):
-        raise invalid("reservation", "the Reservation (slot, generation) that reserve() returned", value) from None
+    # A pair in order: a set or a mapping of two numbers would unpack in an order of its own.
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise invalid("reservation", "the Reservation (slot, generation) that reserve() returned", value)
+    slot, generation = value
     slot_ok = is_u32(slot)
     generation_ok = is_u64(generation)
     if not (slot_ok and generation_ok):
         raise invalid("reservation", "a Reservation from reserve() (slot a u32, generation a u64)", value)
     return WpReservation(slot, generation)
+
+
+def _bad_digests(digests: object) -> WaitprepError:
+    """The error for a sequence of digests that did not pack: ERR_INVALID_KEY naming the first
+    element that is not 32 bytes (as try_pin names a bad digest), else ERR_INVALID_ARGUMENT."""
+    for i, digest in enumerate(digests):  # type: ignore[call-overload]
+        if not isinstance(digest, (bytes, bytearray, memoryview)) or len(digest) != 32:
+            return invalid("digests[%d]" % i, "32 bytes (a chunk's digest)", digest, "ERR_INVALID_KEY")
+    return invalid("digests", "a sequence of 32-byte digests, or one bytes object of them back to back", digests)
 
 
 # --- Leases -------------------------------------------------------------------------------------
@@ -254,7 +264,7 @@ class Lease:
                 "ERR_CLOSED",
                 'handoff_token(): the lease is closed; a token is handed over only while its lease is held (docs/lease-table.md, "Handing a lease to another process")',
             )
-        return format_handoff_token(table.name, self._raw.slot, self._raw.generation, self.digest)
+        return _format(HandoffToken(table.name, self._raw.slot, self._raw.generation, self.digest))
 
     def __enter__(self) -> "Lease":
         return self
@@ -458,14 +468,13 @@ class Table:
         A malformed token, one naming another table, or a slot beyond this table's capacity is
         ``ERR_INVALID_ARGUMENT``. The handing client keeps its lease until this one has its own.
         """
-        parsed = token if isinstance(token, HandoffToken) else parse_handoff_token(token)
+        # A hand-built token is checked as parsing checks a string (its slot and generation go to C).
+        parsed = checked_token(token) if isinstance(token, HandoffToken) else parse_handoff_token(token)
         if parsed.table != self.name:
-            raise invalid("token", "a handoff token of table %r" % self.name, str(token))
+            raise invalid("token", "a handoff token of table %r" % self.name, token)
         if parsed.slot >= self.capacity:
-            raise invalid("token", "a handoff token whose slot is below the table's capacity %d" % self.capacity, str(token))
-        digest = _digest(parsed.digest)
-        if not 0 <= parsed.generation < 1 << 56:
-            raise invalid("token", "a handoff token whose generation is below 2^56", str(token))
+            raise invalid("token", "a handoff token whose slot is below the table's capacity %d" % self.capacity, token)
+        digest = parsed.digest
         handle = self._handle
         if handle is None:
             return "table-closed"
@@ -477,7 +486,7 @@ class Table:
             target = _byref(record)
         out = WpLease()
         status = self._lib.wp_try_pin_exact(handle, parsed.slot, parsed.generation, digest, target, _byref(out))
-        return self._pinned(status, out, digest, device, "try_pin_exact", str(token))
+        return self._pinned(status, out, digest, device, "try_pin_exact", token)
 
     def try_pin_prefix(
         self,
@@ -491,21 +500,26 @@ class Table:
         says why the run stopped). ``digests``: a sequence of 32-byte digests, or one bytes object
         of digests back to back. Release with ``run.close()``, :meth:`unpin_many`, or each lease.
 
-        ``ERR_INVALID_ARGUMENT`` for malformed digests or a malformed device target (there is no
-        miss to carry it), ``ERR_CLOSED`` on a closed table.
+        ``ERR_INVALID_KEY`` naming ``digests[i]`` for an element that is not 32 bytes (as
+        :meth:`try_pin` for a bad digest); ``ERR_INVALID_ARGUMENT`` for anything but a sequence or
+        bytes (a mapping, a set, an iterator), packed bytes that are not whole digests, or a
+        malformed device target (there is no miss to carry it); ``ERR_CLOSED`` on a closed table.
         """
         if isinstance(digests, (bytes, bytearray, memoryview)):
             packed = bytes(digests)
             if len(packed) % 32:
                 raise invalid("digests", "32-byte digests back to back (a length that is a multiple of 32)", packed)
         else:
+            # In order, once: a mapping or a set is not a run of chunks (and has no order to pin in).
+            if type(digests) is not list and type(digests) is not tuple and (not isinstance(digests, _Sequence) or isinstance(digests, str)):
+                raise invalid("digests", "a sequence (list, tuple) of 32-byte digests, or one bytes object of them back to back", digests)
             try:
                 packed = b"".join(digests)
                 ok = len(packed) == 32 * len(digests) and set(map(len, digests)) <= {32}
             except TypeError:
                 ok = False
             if not ok:
-                raise invalid("digests", "a sequence of 32-byte digests, or one bytes object of them back to back", digests)
+                raise _bad_digests(digests)
         n = len(packed) // 32
         target = None
         if device is not None:
@@ -523,12 +537,15 @@ class Table:
     def unpin_many(self, leases: Iterable[Lease]) -> int:
         """Closes many of this table's leases in one call (``wp_unpin_many``) and returns how many
         pins that released. Leases already closed are skipped. Every element must be a Lease of
-        this table (or closed): one of another table is ``ERR_INVALID_ARGUMENT`` before any is
-        closed. A :class:`LeaseRun` is closed as ``run.close()`` closes it."""
+        this table (or closed): one of another table, or anything but an iterable of leases (None,
+        a mapping), is ``ERR_INVALID_ARGUMENT`` before any is closed. A :class:`LeaseRun` is closed
+        as ``run.close()`` closes it."""
         if isinstance(leases, LeaseRun):
             if leases._table not in (None, self):
                 raise invalid("leases", "leases of table %r" % self.name, leases)
             return leases.close()
+        if type(leases) is not list and (isinstance(leases, (str, bytes, bytearray, memoryview, _Mapping)) or not isinstance(leases, _Iterable)):
+            raise invalid("leases", "a LeaseRun, or an iterable (a list, tuple or set) of leases of table %r" % self.name, leases)
         items = list(leases)
         for lease in items:
             if not isinstance(lease, Lease) or lease._table not in (None, self):
@@ -717,10 +734,15 @@ class Table:
 def _library(library: Union[None, str, "os.PathLike[str]", ctypes.CDLL]) -> ctypes.CDLL:
     if isinstance(library, ctypes.CDLL):
         return library
-    return load_library(None if library is None else os.fspath(library))
+    if library is not None and not isinstance(library, (str, os.PathLike)):
+        raise invalid("library", "a path to libwaitprep.so, a loaded one (ctypes.CDLL), or None", library)
+    return load_library(library)  # type: ignore[arg-type]
 
 
 def _trust(trust_uid: Optional[int], group_writable: bool, world_writable: bool) -> "tuple[int, int]":
+    for field, value in (("trust_group_writable", group_writable), ("trust_world_writable", world_writable)):
+        if type(value) is not bool:
+            raise invalid(field, "a bool", value)
     flags = (_abi.WP_OPEN_TRUST_GROUP_WRITE if group_writable else 0) | (_abi.WP_OPEN_TRUST_WORLD_WRITE if world_writable else 0)
     if trust_uid is None:
         return flags, 0

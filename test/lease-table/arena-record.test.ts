@@ -159,7 +159,7 @@ describe('readArenaRecord', () => {
     expect(read({ verifyChecksum: false })).toMatchObject({ kind: 'record' });
     truncateSync(path, offset);
     expect(read({})).toMatchObject({ reason: 'out-of-bounds' });
-    expect(() => read({ meta: { location: -1 } })).toThrow(expect.objectContaining({ field: 'location' }));
+    expect(() => read({ meta: { location: -1 } })).toThrow(expect.objectContaining({ field: 'meta.location' }));
   });
 });
 
