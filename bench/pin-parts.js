@@ -10,7 +10,7 @@
 // --cold takes the cold-slot pin apart the same way: a table of `capacity` slots filled to 25%
 // with READY keys, each op the next of them (their slots far apart, as in bench:pin's
 // cold-slot-25), pinned and released (1) through the addon's two flat calls, the digests read in
-// sequence from one flat array as `test_core coldbench` reads them (no key object, no lease
+// sequence from one flat array as `core_bench cold` (bench/native/) reads them (no key object, no lease
 // object, no LeaseTable code), and (2) through `table.tryPin(key)` + `lease.close()`; and (3)
 // the same two flat calls on one hot slot, which is the crossings' own cost.
 import { openLeaseTable, unlinkLeaseTable } from 'waitprep';

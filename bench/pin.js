@@ -24,7 +24,7 @@
 //   key's two 8-slot buckets are full of other keys; the key itself is absent),
 //   cold-slot-25 / cold-slot-50 (native and js only: a 2^20-slot table, 2^16 with --quick,
 //   filled to 25% or 50% with READY keys, each op pinning the next of them, so every op meets a
-//   slot no recent op touched; the C figure beside it is `test_core coldbench`).
+//   slot no recent op touched; the C figure beside it is `core_bench cold` (bench/native/)).
 //
 // Timing (bench/pin/clock.js). One process.hrtime.bigint() read costs ~40 ns
 // here, more than a pin, so ops are timed in batches and the batch time / batch

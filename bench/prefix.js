@@ -5,7 +5,7 @@
 // implementation runs in a fresh process; the median of the rounds, in ns per whole prefix, of
 // the process's CPU time (user + system), not wall time: on a shared host the time a process
 // waits for a core is noise larger than the difference measured.
-// The C floor of the same comparison is `test_core prefixbench` (docs/benchmarks.md).
+// The C floor of the same comparison is `core_bench prefix` (bench/native/) (docs/benchmarks.md).
 //
 //   node bench/prefix.js                          table (after `npm run build`)
 //   node bench/prefix.js --json                   one JSON object on stdout, nothing else

@@ -16,7 +16,7 @@ export function describe() {
 
 export function notApplicable(kase) {
   if (kase === 'device-hit') return 'wp_pin_loop pins for host readiness only (it takes no device target)';
-  return coldNotApplicable(kase, 'wp_pin_loop pins one digest; the C cold-slot figure is `test_core coldbench` (native/test/test_core.c)');
+  return coldNotApplicable(kase, 'wp_pin_loop pins one digest; the C cold-slot figure is `core_bench cold` (bench/native/core_bench.c)');
 }
 
 export const create = (ctx, published) => createTable(ctx, published, 'native');

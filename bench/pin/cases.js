@@ -19,7 +19,7 @@ const COLD_CAPACITY = { full: 1 << 20, quick: 1 << 16 };
  * Why a store skips a cold-slot case (null for other cases): those measure the lease table's
  * slots through its API, the `native` and `js` stores; the peers would measure their own index.
  */
-export function coldNotApplicable(kase, why = 'cold-slot measures the lease table through its API (native, js) against test_core coldbench') {
+export function coldNotApplicable(kase, why = 'cold-slot measures the lease table through its API (native, js) against core_bench cold') {
   return kase.startsWith('cold-slot-') ? why : null;
 }
 

@@ -32,17 +32,9 @@ from typing import Callable, Dict, List
 
 import waitprep
 from waitprep._abi import WpLease
+from bench_env import cpu_model  # noqa: E402
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main(argv: List[str]) -> int:

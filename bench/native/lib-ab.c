@@ -6,7 +6,7 @@
  * time, median of 21 rounds. A benchmark, never a test. Written for the issue-12 question "did
  * the wake path get slower", where whole bench:pin runs on this VM spread too much to answer.
  *
- *   gcc -O2 bench/lib-ab.c -o /tmp/lib-ab -ldl
+ *   gcc -O2 bench/native/lib-ab.c -o /tmp/lib-ab -ldl
  *   /tmp/lib-ab OLD/build/Release/libwaitprep.so NEW/build/Release/libwaitprep.so [iterations]
  *
  * OLD is usually a /tmp clone at an earlier commit (npm install there builds it). The two tables

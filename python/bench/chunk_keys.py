@@ -5,9 +5,9 @@ list of ints (what a tokenizer returns) and from an array('I'), a session's next
 and the form issue 14 replaces (each chunk keyed over its whole prefix with waitprep.key.digest).
 Target: under 10 ms for the 32k prompt. Median, p90 and min over the runs after warm-up.
 
-    python3 bench/chunk_keys.py                 table
-    python3 bench/chunk_keys.py --json          one JSON object on stdout, nothing else
-    python3 bench/chunk_keys.py --runs 20       fewer runs (default 200; the baseline runs at most 3)
+    python3 python/bench/chunk_keys.py                 table
+    python3 python/bench/chunk_keys.py --json          one JSON object on stdout, nothing else
+    python3 python/bench/chunk_keys.py --runs 20       fewer runs (default 200; the baseline runs at most 3)
 
 Imports the package from python/ beside this file unless ``waitprep`` is installed.
 """
@@ -23,10 +23,11 @@ from datetime import datetime, timezone
 try:
     import waitprep  # noqa: F401
 except ImportError:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from waitprep import key as wpkey  # noqa: E402
 from waitprep.chunk_keys import ChunkChain, Profile  # noqa: E402
+from bench_env import cpu_model  # noqa: E402
 
 PROMPT = 32 * 1024
 CHUNK = 256
@@ -35,15 +36,6 @@ OPTIONS = dict(runtime="lmcache/0.3", model="meta-llama/Llama-3.1-8B-Instruct", 
                task="coding-agent", namespace="tenant-42", chunk_tokens=CHUNK)
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def measure(fn, check, runs, warm=None):
