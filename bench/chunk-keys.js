@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // What keying one prompt as chained chunks costs (docs/engine-keys.md): one 32k-token prompt in
 // 256-token chunks (128 chained keys) through ChunkChain.extend, with and without building each
-// chunk's ArtifactKey, a session's next turn on that chain, and the form issue 14 replaces (each
+// chunk's ArtifactKey, a session's next turn on that chain, and the form chained keys replace (each
 // chunk keyed over its whole prefix with artifactKey). Target: under 2 ms for the 32k prompt.
 // Median, p90 and min over the runs after warm-up, in this process; run after `npm run build`.
 //
@@ -88,7 +88,7 @@ results.push({
 });
 const prefixRuns = Math.max(1, Math.min(10, runs));
 results.push({
-  case: 'issue-14 baseline: each chunk keyed over its whole prefix (artifactKey)',
+  case: 'baseline: each chunk keyed over its whole prefix (artifactKey)',
   chunks: PROMPT / CHUNK,
   ...measure(
     () => {

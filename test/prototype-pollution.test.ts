@@ -1,4 +1,4 @@
-// Options and fields are read from the caller's own properties only (issue 12, point 6): a value
+// Options and fields are read from the caller's own properties only: a value
 // inherited from a polluted Object.prototype must never stand in for one the caller left out.
 // Each test sets the polluted property (enumerable, as a merge bug would), makes its calls, and
 // deletes it again in a finally before it asserts anything.

@@ -3,7 +3,7 @@
  * slot (hit) and a pin of an absent digest among 200 neighbours (miss), each build's handle opened
  * as the Node addon opens it for the second (WP_OPEN_SINGLE_THREAD) and default for the first,
  * alternating rounds so that the VM's drift and its fast/slow modes hit both alike; thread CPU
- * time, median of 21 rounds. A benchmark, never a test. Written for the issue-12 question "did
+ * time, median of 21 rounds. A benchmark, never a test. Written for the question "did
  * the wake path get slower", where whole bench:pin runs on this VM spread too much to answer.
  *
  *   gcc -O2 bench/native/lib-ab.c -o /tmp/lib-ab -ldl

@@ -61,8 +61,8 @@ export interface WaitCoordinatorOptions<Ticket extends WaitTicket | number = Wai
   /** Clock in milliseconds for `IssuedWorkUnit.issuedAt`. Default `performance.now`. */
   now?: () => number;
   /**
-   * Opt-in: most units in flight at once, issued in FIFO order (default 1, the
-   * design note's policy). Each unit still needs its own `beginNext` grant.
+   * Opt-in: most units in flight at once, issued in FIFO order (default 1: one
+   * unit at a time keeps preparation from competing with itself for the tier's bandwidth). Each unit still needs its own `beginNext` grant.
    */
   maxInFlight?: number;
   /**

@@ -94,9 +94,8 @@ export const sha256Hex: (data: Uint8Array) => string =
  * ArrayBuffer carries V8's own bookkeeping besides its contents, and a key is held per waiting
  * consumer. A long key's store (from {@link SHARED_STORE_BYTES}) is a SharedArrayBuffer of
  * exactly the encoding, and its digest has a small buffer of its own: then a preparation worker
- * can be handed the encoding without a copy on the coordinator's thread (bench:wait-cost, whole
- * 64k-token key: 315-902 µs of CPU copied before, 14 µs shared; docs/benchmarks.md),
- * and the lease table's pin path reads the digest from ordinary memory as for any key. Nothing
+ * can be handed the encoding without a copy on the coordinator's thread (a copy of a 64k-token
+ * key costs hundreds of µs of the coordinator's CPU; bench:wait-cost measures it), and the lease table's pin path reads the digest from ordinary memory as for any key. Nothing
  * outside the package sees a store: every byte handed out is a copy.
  */
 const digestOffset = (length: number): number => (length + 3) & ~3;

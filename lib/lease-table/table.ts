@@ -807,8 +807,7 @@ const GENERATION_END = 1n << 56n;
 /**
  * Object.prototype, read for the names tryPin takes from `want`. The wake path reads `want` with
  * plain property reads, because an own-property check (Object.hasOwn) on every pin puts more
- * work on the device pin (the cost was seen in hand-taken runs and is not recorded, so no figure
- * is claimed). A value that differs from Object.prototype's is not inherited
+ * work on the device pin. A value that differs from Object.prototype's is not inherited
  * from it, so Object.hasOwn runs only when the two are equal: when Object.prototype holds the same
  * value (polluted), or for a missing `target` (both undefined). V8 folds the read of an
  * Object.prototype that holds no such name to a constant.

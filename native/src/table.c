@@ -73,7 +73,7 @@ struct wp_table {
    * these counts; other clients' atomic updates of the word leave it as it is), and its reaper
    * once it is dead. So a pin and an unpin of a slot the handle holds once, the usual
    * case, touch the slot's lines and the lease record, not this array of `capacity` entries,
-   * which on a large table is one more cold line per pin (docs/benchmarks.md, fourth window). */
+   * which on a large table would be one more cold line per pin. */
   uint32_t *pins;
   uint32_t multi;         /* slots whose count in `pins` is above zero; while 0, no unpin reads `pins` */
   lease_record *leases;

@@ -2,7 +2,7 @@
 """What keying one prompt as chained chunks costs in Python (docs/engine-keys.md): one 32k-token
 prompt in 256-token chunks (128 chained keys) through waitprep.chunk_keys.ChunkChain.extend, from a
 list of ints (what a tokenizer returns) and from an array('I'), a session's next turn on that chain,
-and the form issue 14 replaces (each chunk keyed over its whole prefix with waitprep.key.digest).
+and the form chained keys replace (each chunk keyed over its whole prefix with waitprep.key.digest).
 Target: under 10 ms for the 32k prompt. Median, p90 and min over the runs after warm-up.
 
     python3 python/bench/chunk_keys.py                 table
@@ -94,7 +94,7 @@ def main():
             raise SystemExit("chunk-keys bench: wrong baseline count")
 
     baseline_runs = max(1, min(3, runs))
-    results.append(dict(case="issue-14 baseline: each chunk keyed over its whole prefix (key.digest)", chunks=PROMPT // CHUNK,
+    results.append(dict(case="baseline: each chunk keyed over its whole prefix (key.digest)", chunks=PROMPT // CHUNK,
                         **measure(whole_prefix, baseline_check, baseline_runs, warm=0)))
 
     env = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model(), "cores": os.cpu_count(),

@@ -1,4 +1,4 @@
-"""Handoff tokens and exact pins, prefix lookups over many chunks, and peek (issue 14, points 2-3)."""
+"""Handoff tokens and exact pins, prefix lookups over many chunks, and peek."""
 
 from __future__ import annotations
 

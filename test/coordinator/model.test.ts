@@ -1,5 +1,5 @@
 /**
- * Model-based property test of WaitCoordinator + InMemoryBackend (CONTRACT.md §3, §3.1, §4).
+ * Model-based property test of WaitCoordinator + InMemoryBackend (the coordinator's contract: docs/coordinator.md).
  *
  * Random command sequences run against the real coordinator and against a small reference model
  * written here with plain arrays and maps (no linked lists, no counters derived from the
@@ -11,7 +11,7 @@
  * - `queue`: array of dedup ids (key + readiness + target), FIFO; `inFlight`: the one issued unit or null.
  * - `history`: array of { id, outcome }, oldest first, trimmed to historyLimit.
  * - backend: per key { ready, deviceRecord } plus the list of open leases; pins = open leases on that key.
- * - every rule is taken from CONTRACT.md §3.1 (bounds after the swap, all-or-nothing replacement, …).
+ * - every rule is the coordinator's documented contract (bounds after the swap, all-or-nothing replacement, …).
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';

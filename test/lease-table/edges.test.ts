@@ -1,4 +1,4 @@
-// The lease table at the edges of its input (issue 12, points 5 and 6), on both implementations:
+// The lease table at the edges of its input, on both implementations:
 // a device target changed after it was pinned with, bad tryPin arguments, forged keys, and the
 // ways a caller could try to release a pin that is not its own.
 import { afterEach, describe, expect, it } from 'vitest';
@@ -56,7 +56,7 @@ function asLease(result: Lease | Miss): Lease {
 }
 
 const edges = (impl: Impl) => () => {
-  describe('a device target changed after use (point 5)', () => {
+  describe('a device target changed after use', () => {
     it('follows the current arenaGeneration of a target object the caller mutates', () => {
       const key = makeKey(1);
       const { producer, reader } = publishedPair(impl, key);
@@ -110,7 +110,7 @@ const edges = (impl: Impl) => () => {
     });
   });
 
-  describe('table.tryPin with bad arguments (point 6)', () => {
+  describe('table.tryPin with bad arguments', () => {
     it('refuses a non-key and a forged key with ERR_INVALID_KEY', () => {
       const key = makeKey(4);
       const { reader } = publishedPair(impl, key);
@@ -150,7 +150,7 @@ const edges = (impl: Impl) => () => {
     });
   });
 
-  describe('forged leases (point 6)', () => {
+  describe('forged leases', () => {
     it('has no public way to release a pin by slot and token, so a guessed token cannot free a held slot', () => {
       const key = makeKey(8);
       const { producer, reader } = publishedPair(impl, key);
@@ -188,7 +188,7 @@ const edges = (impl: Impl) => () => {
 describe.runIf(runsIf('lease table edges: native', NATIVE))('lease table edges: native', edges('native'));
 describe('lease table edges: js', edges('js'));
 
-describe('forged keys (point 6)', () => {
+describe('forged keys', () => {
   it('an object with ArtifactKey.prototype is not a key, nor equal to one', () => {
     const key = makeKey(10);
     const forged = Object.create(ArtifactKey.prototype) as ArtifactKey;

@@ -1,5 +1,5 @@
-// The JavaScript fallback against worker_threads stopped with worker.terminate() (issue 12, point
-// 7): such a worker runs no close and no exit hook, so its client entry and its pins are
+// The JavaScript fallback against worker_threads stopped with worker.terminate():
+// such a worker runs no close and no exit hook, so its client entry and its pins are
 // reclaimed by the reaper, which judges a worker's entry by its OS thread (/proc/self/task/TID,
 // lib/lease-table/liveness.ts judgeThread). A live worker is never reaped, however long it goes
 // without running JavaScript: one spins in a synchronous loop and one blocks in Atomics.wait for

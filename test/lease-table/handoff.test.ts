@@ -1,4 +1,4 @@
-// A lease handed from the orchestrator to an engine in another process (issue 14, point 2): the
+// A lease handed from the orchestrator to an engine in another process: the
 // orchestrator wakes with a hit, passes lease.handoffToken() to a child process, which pins the
 // same artifact for itself with tryPinExact and reads its bytes where meta.location says; the
 // orchestrator closes its lease once the child says it holds its own, and the producer's eviction

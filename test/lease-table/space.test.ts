@@ -1,4 +1,4 @@
-// A /dev/shm smaller than the table (issue 12, point 2): creation reserves the segment's pages
+// A /dev/shm smaller than the table: creation reserves the segment's pages
 // up front and fails with ERR_NO_SPACE, naming the size needed and what is free, instead of the
 // creator dying of SIGBUS on its first touch of a page tmpfs cannot supply; the half-created
 // segment is gone, so a smaller table can be created under the same name. The demo's arena

@@ -1,4 +1,4 @@
-// Issue 12, points 3 and 4: a native table's file is trusted only when it is a regular file (not
+// A native table's file is trusted only when it is a regular file (not
 // a link) owned by this uid and writable by nobody else, unless options.trust says otherwise; a
 // creation mode its own opens would refuse is an error; and a file truncated under attached
 // clients is reported by inspect() and summary() as ERR_BAD_SEGMENT without a byte past its end

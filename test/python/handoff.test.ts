@@ -1,4 +1,4 @@
-// A lease handed from the Node orchestrator to a Python engine (issue 14, point 2): the
+// A lease handed from the Node orchestrator to a Python engine: the
 // coordinator wakes with a hit and passes leaseHandoffToken(lease) to examples/python/engine_pin.py,
 // which pins it exactly (waitprep's Table.try_pin_exact) and reads the artifact's record from the
 // /dev/shm arena the table's name and meta.location give (waitprep.arena), checking its header and
