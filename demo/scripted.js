@@ -7,7 +7,6 @@
 // same counts (on wall-clock timers a loaded machine reordered a completion and a wake).
 import { WaitCoordinator, artifactKey, implementation, implementationReason, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { printScriptedSummary, unitOutcomes } from './report.js';
-import { EventQueue } from '../experiment/clock.js';
 
 const PREPARE_MS = 25;
 const SYSTEM_PROMPT_TOKENS = Array.from({ length: 14_000 }, (_, i) => (i * 7919) % 151_936);
@@ -55,7 +54,7 @@ export async function scriptedDemo(args) {
     ...(producer.sharedBuffer ? { buffer: producer.sharedBuffer } : {}),
   });
   /** The timeline, in virtual ms: events at the same time run in the order they were scheduled. */
-  const timeline = new EventQueue();
+  const timeline = new Timeline();
   const schedule = (t, run) => timeline.at(t, run);
   const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 4, maxWaiting: 16, historyLimit: 8, now: () => timeline.now });
   const grant = { worker: 'demo-worker', grant: 'demo-grant-1' };
@@ -158,4 +157,29 @@ export async function scriptedDemo(args) {
     return;
   }
   printScriptedSummary(summary, PREPARE_MS);
+}
+
+/**
+ * The scripted run's virtual clock, in ms: `at(t, fn)` runs `fn` at time `t` (never before now),
+ * events at the same time in the order they were scheduled; `run()` runs them all. The script
+ * schedules a few dozen events, so a sorted insert is all it needs.
+ */
+class Timeline {
+  now = 0;
+  #events = [];
+
+  at(t, fn) {
+    const when = Math.max(t, this.now);
+    let i = this.#events.length;
+    while (i > 0 && this.#events[i - 1].t > when) i--;
+    this.#events.splice(i, 0, { t: when, fn });
+  }
+
+  run() {
+    while (this.#events.length > 0) {
+      const { t, fn } = this.#events.shift();
+      this.now = t;
+      fn();
+    }
+  }
 }
