@@ -26,6 +26,17 @@ export {
   type ChunkProfile,
 } from './chunk-keys.js';
 export {
+  EngineKeys,
+  vllmOffloadKey,
+  splitOffloadKey,
+  ENGINE_FIELD,
+  ENGINE_HASH_FIELD,
+  KV_GROUP_FIELD,
+  ENGINE_KEY_TOKENS,
+  type EngineKeyOptions,
+  type EngineName,
+} from './engine-keys.js';
+export {
   ManifestProducer,
   encodeManifest,
   decodeManifest,
