@@ -505,6 +505,7 @@ def engine(name: str, absent: bool = False) -> Iterator[types.ModuleType]:
             if saved["torch"] is None:
                 torch = types.ModuleType("torch")
                 torch.uint8 = "uint8"  # type: ignore[attr-defined]
+                torch.Size = tuple  # type: ignore[attr-defined]
                 sys.modules["torch"] = torch
         module = importlib.import_module(adapter_name)
         module.fake_base = base  # type: ignore[attr-defined]

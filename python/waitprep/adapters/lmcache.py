@@ -23,14 +23,14 @@ is missing. The logic is :class:`LmcacheStorageCore`, which needs no LMCache.
 
 Rules the plugin keeps:
 
-- Pins are counted per key and per request. ``contains(key, pin=True)``, ``pin`` and
-  ``batched_contains(keys, pin=True)`` take a pin of their own each time (two requests sharing a
-  prefix hold two pins); ``batched_async_contains(lookup_id, keys, pin=True)`` takes them for
-  ``lookup_id``. ``unpin(key)`` releases one pin on the key: one taken without a request first,
-  else the oldest; LMCache's storage manager calls it for every key on every backend, and a key
-  this plugin never pinned answers False and releases nothing. ``cancel_request(req_id)``
-  releases what that request still holds (LMCache's lookup id is its request id), and ``close``
-  releases everything.
+- Pins are counted per key and per request (:class:`KeyPins`). ``contains(key, pin=True)``,
+  ``pin`` and ``batched_contains(keys, pin=True)`` take a pin of their own each time (two requests
+  sharing a prefix hold two pins); ``batched_async_contains(lookup_id, keys, pin=True)`` takes
+  them for ``lookup_id``. ``unpin(key)`` releases one pin on the key; LMCache's storage manager
+  calls it for every key on every backend, and a key this plugin holds no pin on answers False
+  and releases nothing. ``cancel_request(req_id)`` releases as many pins on each key as that
+  request took (LMCache's lookup id is its request id), never more than the key still holds,
+  and ``close`` releases everything.
 - A read takes a pin of its own for as long as it copies the record into a ``MemoryObj`` from the
   allocator backend (``get_allocator_backend``: the local CPU backend LMCache hands the plugin).
 - ``remove`` refuses (False), and so ``batched_remove`` removes nothing: eviction belongs to the
@@ -57,13 +57,80 @@ from .. import arena as _arena
 from ..engine_keys import EngineKeys, lmcache_dtype_name
 from ..errors import WaitprepError
 from ..table import Lease, open_table
-from ._core import AdapterConfig, PinLedger, TableClient, engine_unavailable
+from ._core import AdapterConfig, TableClient, engine_unavailable
 
-__all__ = ["INTERFACE", "ENGINE_AVAILABLE", "LmcacheStorageCore", "WaitprepStoragePlugin", "settings_from_extra_config"]
+__all__ = ["INTERFACE", "ENGINE_AVAILABLE", "KeyPins", "LmcacheStorageCore", "WaitprepStoragePlugin", "settings_from_extra_config"]
 
 #: The interface this module is written against.
 INTERFACE = "lmcache.v1.storage_backend.abstract_backend.StoragePluginInterface (LMCache 0.4: abstract get_allocator_backend, cancel_request, coroutines)"
 _BASE = "lmcache.v1.storage_backend.abstract_backend"
+
+
+class KeyPins:
+    """The plugin's pins: the leases held on each key, and how many each request took.
+
+    ``unpin`` names no request, so a release cannot be charged to the request it belongs to.
+    What is kept instead holds under every order of calls: each key's leases are counted, an
+    ``unpin`` closes one of the key's leases, and ``cancel(owner)`` closes as many of each key's
+    leases as ``owner`` took there, capped by what the key still holds; a key's request counts are
+    dropped when its last lease is closed. A request's flow ends with either its unpins or its
+    cancel, and then nothing leaks: after every flow has ended, each key's leases are gone.
+    The one cost: a request that is both unpinned and cancelled releases its pins twice, and the
+    second release takes another request's pin on the key early; that request's reads still take
+    a pin of their own (:meth:`LmcacheStorageCore.read`), so it may miss, never read wrong bytes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._leases: Dict[bytes, List[Lease]] = {}
+        self._taken: Dict[bytes, Dict[str, int]] = {}
+        self._held = 0
+
+    def add(self, owner: Optional[str], pinned: Sequence[Tuple[bytes, Lease]]) -> None:
+        with self._lock:
+            for digest, lease in pinned:
+                self._leases.setdefault(digest, []).append(lease)
+                if owner is not None:
+                    counts = self._taken.setdefault(digest, {})
+                    counts[owner] = counts.get(owner, 0) + 1
+            self._held += len(pinned)
+
+    def _pop(self, digest: bytes, n: int) -> List[Lease]:
+        leases = self._leases.get(digest)
+        if not leases:
+            return []
+        out = leases[-n:]
+        del leases[-n:]
+        if not leases:
+            del self._leases[digest]
+            self._taken.pop(digest, None)
+        self._held -= len(out)
+        return out
+
+    def take_one(self, digest: bytes) -> Optional[Lease]:
+        with self._lock:
+            out = self._pop(digest, 1)
+        return out[0] if out else None
+
+    def take_owner(self, owner: str) -> List[Lease]:
+        out: List[Lease] = []
+        with self._lock:
+            for digest in [d for d, counts in self._taken.items() if owner in counts]:
+                n = self._taken[digest].pop(owner)
+                out.extend(self._pop(digest, n))
+        return out
+
+    def take_all(self) -> List[Lease]:
+        with self._lock:
+            out = [lease for leases in self._leases.values() for lease in leases]
+            self._leases.clear()
+            self._taken.clear()
+            self._held = 0
+        return out
+
+    @property
+    def held(self) -> int:
+        return self._held
 
 
 class LmcacheStorageCore:
@@ -73,19 +140,25 @@ class LmcacheStorageCore:
 
     def __init__(self, table: Any, config: AdapterConfig) -> None:
         self.config = config
-        self.client = TableClient(table, config.arena_root, config.verify_checksum)
-        self.ledger = PinLedger()
-        self._keyers: Dict[Tuple[Any, ...], EngineKeys] = {}
-        self._lock = threading.Lock()
         self._layout = config.need("layout")
         self._task = config.need("task")
         self._namespace = config.need("namespace")
+        self.client = TableClient(table, config.arena_root, config.verify_checksum)
+        self.pins = KeyPins()
+        self._keyers: Dict[Tuple[Any, ...], EngineKeys] = {}
+        self._lock = threading.Lock()
         #: Counters for monitoring and the tests.
         self.stats: Dict[str, int] = dict.fromkeys(("pins", "pin_misses", "unpins", "unpins_of_nothing", "reads", "read_misses", "removes_refused"), 0)
 
     @classmethod
     def open(cls, config: AdapterConfig) -> "LmcacheStorageCore":
-        return cls(open_table(config.table), config)
+        """Opens the configured table as a consumer (closed again if the settings are refused)."""
+        table = open_table(config.table)
+        try:
+            return cls(table, config)
+        except BaseException:
+            table.close()
+            raise
 
     def digest(self, key: Any) -> bytes:
         """The digest of a ``CacheEngineKey``'s artifact."""
@@ -108,7 +181,7 @@ class LmcacheStorageCore:
     def _pin(self, owner: Optional[str], digest: bytes) -> bool:
         got = self.client.pin(digest)
         if isinstance(got, Lease):
-            self.ledger.add(owner, digest, got)
+            self.pins.add(owner, [(digest, got)])
             self.stats["pins"] += 1
             return True
         self.stats["pin_misses"] += 1
@@ -121,7 +194,7 @@ class LmcacheStorageCore:
             return self.client.leading_ready(digests)
         run = self.client.pin_prefix(digests)
         n = len(run)
-        self.ledger.add_many(owner, ((digests[i], run[i]) for i in range(n)))
+        self.pins.add(owner, [(digests[i], run[i]) for i in range(n)])
         self.stats["pins"] += n
         return n
 
@@ -129,9 +202,8 @@ class LmcacheStorageCore:
         return self._pin(owner, self.digest(key))
 
     def unpin(self, key: Any) -> bool:
-        """Releases one pin on ``key`` (one taken without a request first, else the oldest); False
-        when this plugin holds none on it."""
-        lease = self.ledger.take_any(self.digest(key), prefer=None)
+        """Releases one pin on ``key``; False when this plugin holds none on it."""
+        lease = self.pins.take_one(self.digest(key))
         if lease is None:
             self.stats["unpins_of_nothing"] += 1
             return False
@@ -158,8 +230,9 @@ class LmcacheStorageCore:
         return got
 
     def cancel(self, owner: str) -> int:
-        """Releases every pin ``owner`` still holds; returns how many."""
-        return self.client.release(self.ledger.take_owner(owner))
+        """Releases, on each key, as many pins as ``owner`` took there (capped by what the key still
+        holds); returns how many."""
+        return self.client.release(self.pins.take_owner(owner))
 
     def refuse_remove(self) -> bool:
         self.stats["removes_refused"] += 1
@@ -167,11 +240,11 @@ class LmcacheStorageCore:
 
     @property
     def pins_held(self) -> int:
-        return self.ledger.held
+        return self.pins.held
 
     def close(self) -> None:
         """Releases every pin and closes the table."""
-        self.client.release(self.ledger.take_all())
+        self.client.release(self.pins.take_all())
         self.client.table.close()
 
 

@@ -64,7 +64,6 @@ class SglangStorageCore:
     def __init__(self, table: Any, config: AdapterConfig, *, tp_rank: int = 0, tp_size: int = 1, is_mla_model: bool = False,
                  model_name: Optional[str] = None, pp_rank: int = 0, pp_size: int = 1, cp_rank: int = 0, cp_size: int = 1) -> None:
         self.config = config
-        self.client = TableClient(table, config.arena_root, config.verify_checksum)
         extra: Dict[str, str] = {}
         if pp_size > 1:
             extra["sglang.pp"] = "%d/%d" % (pp_rank, pp_size)
@@ -75,12 +74,19 @@ class SglangStorageCore:
             tp_degree=tp_size, rank=tp_rank, task=config.need("task"), namespace=config.need("namespace"),
             shared_across_ranks=is_mla_model, extra=extra))
         self.digest = self.keys.digest
+        self.client = TableClient(table, config.arena_root, config.verify_checksum)
         #: Counters for monitoring and the tests.
         self.stats: Dict[str, int] = dict.fromkeys(("exists_calls", "gets", "pages_read", "pages_missed", "sets_declined"), 0)
 
     @classmethod
     def open(cls, config: AdapterConfig, **kwargs: Any) -> "SglangStorageCore":
-        return cls(open_table(config.table), config, **kwargs)
+        """Opens the configured table as a consumer (closed again if the settings are refused)."""
+        table = open_table(config.table)
+        try:
+            return cls(table, config, **kwargs)
+        except BaseException:
+            table.close()
+            raise
 
     def batch_exists(self, keys: Sequence[str]) -> int:
         """How many leading pages are ready now. Pins nothing (see the module's rules)."""

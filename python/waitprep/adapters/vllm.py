@@ -116,6 +116,11 @@ class VllmManagerCore:
 
     def __init__(self, table: Any, config: AdapterConfig, *, tp_degree: int = 1, shared_across_ranks: bool = False, feed: Optional[EventFeedReader] = None) -> None:
         self.config = config
+        self.default_task = config.need("task")
+        self.default_namespace = config.need("namespace")
+        self._model = config.need("model")
+        self._dtype = config.need("dtype")
+        self._layout = config.need("layout")
         self.client = TableClient(table, config.arena_root, config.verify_checksum)
         self.ranks = 1 if shared_across_ranks else tp_degree
         self.tp_degree = tp_degree
@@ -126,12 +131,6 @@ class VllmManagerCore:
         self._cache: Dict[Tuple[str, str], Dict[bytes, Tuple[bytes, ...]]] = {}
         self._handoffs: Dict[str, Lease] = {}
         self._feed = feed
-        self._medium: Any = None
-        self.default_task = config.need("task")
-        self.default_namespace = config.need("namespace")
-        self._model = config.need("model")
-        self._dtype = config.need("dtype")
-        self._layout = config.need("layout")
         #: Counters for monitoring and the tests.
         self.stats: Dict[str, int] = dict.fromkeys(
             ("lookups", "hits", "pending", "misses", "loads", "load_keys_missing", "handoffs_pinned", "handoffs_missed", "events", "events_lost"), 0)
@@ -142,13 +141,19 @@ class VllmManagerCore:
         """Opens the configured table as a consumer (and its event feed, unless it is off or absent)."""
         table = open_table(config.table)
         feed = None
-        path = config.feed_path()
-        if path is not None:
-            try:
-                feed = EventFeedReader(path)
-            except FileNotFoundError:
-                feed = None
-        return cls(table, config, feed=feed, **kwargs)
+        try:
+            path = config.feed_path()
+            if path is not None:
+                try:
+                    feed = EventFeedReader(path)
+                except FileNotFoundError:
+                    feed = None
+            return cls(table, config, feed=feed, **kwargs)
+        except BaseException:
+            if feed is not None:
+                feed.close()
+            table.close()
+            raise
 
     # Keys.
 
