@@ -160,6 +160,16 @@ class EngineClass(unittest.TestCase):
                 self.assertEqual(caught.exception.code, "ERR_UNSUPPORTED")
             self.assertEqual(self.producer.call("summary")["pinned_slots"], 0)
 
+    def test_the_prefetch_threads_calls_answer_a_miss_rather_than_raise(self) -> None:
+        with _engines.engine("sglang") as module:
+            backend = _engines.sglang_create_dynamic_backend(self.storage_config(module.fake_base))
+            self.addCleanup(backend.close)
+            keys = page_keys(self.id(), 2)
+            # No host pool registered yet, and a key that is no page key: HiCache's threads would die on an exception.
+            self.assertEqual(backend.batch_get_v1(keys, list(range(2 * PAGE_SIZE))), [False, False])
+            self.assertEqual(backend.batch_exists([keys[0], None]), 0)
+            self.assertEqual(backend.core.stats["errors"], 2)
+
     def test_the_storage_config_sets_the_ranks(self) -> None:
         with _engines.engine("sglang") as module:
             base = module.fake_base

@@ -179,8 +179,16 @@ class ManagerCore(unittest.TestCase):
         self.assertEqual(core.lookup(key, "r", review), "miss")
         self.assertEqual(core.lookup(key, "r"), "hit")
         with self.assertRaises(waitprep.WaitprepError) as caught:
-            core.lookup(key, "r", {TASK_PARAM: ""})
+            core.digests(key, {TASK_PARAM: ""})
         self.assertEqual(caught.exception.field, "kv_transfer_params.%s" % TASK_PARAM)
+        # One request's bad parameters never raise into the scheduler: its lookups miss, its loads fail.
+        bad = {TASK_PARAM: 7}
+        self.assertEqual(core.lookup(key, "r", bad), "miss")
+        self.assertEqual(core.prepare_load([key], "r", bad).missing, [0])
+        self.assertEqual(core.complete_load([key], "r", bad), 0)
+        self.assertEqual(core.on_new_request("r", {HANDOFF_PARAM: "not-a-token"}), "invalid-token")
+        self.assertEqual(core.stats["bad_params"], 3)
+        self.assertEqual(core.pins_held, 0)
 
     def test_events_report_this_deployments_stores_and_removals_in_order(self) -> None:
         core = self.core()

@@ -76,7 +76,7 @@ class SglangStorageCore:
         self.digest = self.keys.digest
         self.client = TableClient(table, config.arena_root, config.verify_checksum)
         #: Counters for monitoring and the tests.
-        self.stats: Dict[str, int] = dict.fromkeys(("exists_calls", "gets", "pages_read", "pages_missed", "sets_declined"), 0)
+        self.stats: Dict[str, int] = dict.fromkeys(("exists_calls", "gets", "pages_read", "pages_missed", "sets_declined", "errors"), 0)
 
     @classmethod
     def open(cls, config: AdapterConfig, **kwargs: Any) -> "SglangStorageCore":
@@ -193,12 +193,24 @@ else:
 
             return page, done
 
+        # HiCache runs these two on daemon threads it never restarts: an exception would switch
+        # the storage tier off for the life of the process, so a failure is answered as a miss
+        # and counted (core.stats["errors"]).
+
         def batch_exists(self, keys: List[str], extra_info: Any = None) -> int:
-            return self.core.batch_exists(keys)
+            try:
+                return self.core.batch_exists(keys)
+            except WaitprepError:
+                self.core.stats["errors"] += 1
+                return 0
 
         def batch_get_v1(self, keys: List[str], host_indices: Any, extra_info: Any = None) -> List[bool]:
-            page, done = self._pages(host_indices)
-            return self.core.batch_get(keys, page, done)
+            try:
+                page, done = self._pages(host_indices)
+                return self.core.batch_get(keys, page, done)
+            except WaitprepError:
+                self.core.stats["errors"] += 1
+                return [False] * len(keys)
 
         def batch_set_v1(self, keys: List[str], host_indices: Any, extra_info: Any = None) -> List[bool]:
             return self.core.decline_set(len(keys))

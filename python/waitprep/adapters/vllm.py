@@ -33,6 +33,9 @@ Rules the manager keeps:
 - A handoff token in ``kv_transfer_params["waitprep_handoff"]`` is pinned in ``on_new_request`` and
   released in ``on_request_finished``. ``kv_transfer_params["waitprep_task"]`` and
   ``["waitprep_namespace"]`` override the configured task and namespace for that request's keys.
+  A request's bad parameters never raise into vLLM's scheduler: a malformed token is the miss
+  ``invalid-token``, and a task or namespace that is not a non-empty string makes the request's
+  lookups miss.
 - ``prepare_store`` returns None: the engine is not the table's producer (one producer per table,
   the storage worker), so this tier takes no stores.
 - ``take_events`` reads the producer's stored/removed feed (``waitprep.adapters.events``), bounded,
@@ -133,7 +136,7 @@ class VllmManagerCore:
         self._feed = feed
         #: Counters for monitoring and the tests.
         self.stats: Dict[str, int] = dict.fromkeys(
-            ("lookups", "hits", "pending", "misses", "loads", "load_keys_missing", "handoffs_pinned", "handoffs_missed", "events", "events_lost"), 0)
+            ("lookups", "hits", "pending", "misses", "loads", "load_keys_missing", "handoffs_pinned", "handoffs_missed", "events", "events_lost", "bad_params"), 0)
         self._keyers_for(self.default_task, self.default_namespace)
 
     @classmethod
@@ -199,6 +202,16 @@ class VllmManagerCore:
 
     # The manager's calls.
 
+    def _digests_or_none(self, key: bytes, params: Optional[Mapping[str, Any]]) -> Optional[Tuple[bytes, ...]]:
+        """:meth:`digests`, or None for a request whose parameters name no valid task or namespace:
+        the scheduler's calls must not raise for one request's bad parameters, so such a request
+        misses (and is counted in ``stats["bad_params"]``)."""
+        try:
+            return self.digests(key, params)
+        except WaitprepError:
+            self.stats["bad_params"] += 1
+            return None
+
     def lookup(self, key: bytes, req_id: str = "", params: Optional[Mapping[str, Any]] = None) -> str:
         """``'hit'`` when every artifact of ``key`` is ready, ``'pending'`` when none is missing but
         some is still being prepared, else ``'miss'``. Pins nothing."""
@@ -206,7 +219,11 @@ class VllmManagerCore:
         pending = False
         stats = self.stats
         stats["lookups"] += 1
-        for digest in self.digests(key, params):
+        digests = self._digests_or_none(key, params)
+        if digests is None:
+            stats["misses"] += 1
+            return "miss"
+        for digest in digests:
             state = peek(digest)
             if state == "ready":
                 continue
@@ -225,7 +242,11 @@ class VllmManagerCore:
         """Pins every artifact of every key for ``req_id`` and returns the plan the worker loads.
         A key with an artifact it could not pin has no metas: that transfer fails on the worker."""
         keys = [bytes(k) for k in keys]
-        per_key = [self.digests(k, params) for k in keys]
+        found = [self._digests_or_none(k, params) for k in keys]
+        if any(ds is None for ds in found):
+            c = self.config
+            return LoadPlan(keys, [()] * len(keys), [None] * len(keys), self.client.name, c.arena_root, c.verify_checksum)
+        per_key: List[Tuple[bytes, ...]] = found  # type: ignore[assignment]
         flat = [d for ds in per_key for d in ds]
         run = self.client.pin_prefix(flat)
         pinned: List[Optional[Lease]] = [run[i] for i in range(len(run))]
@@ -248,7 +269,7 @@ class VllmManagerCore:
 
     def complete_load(self, keys: Iterable[bytes], req_id: str = "", params: Optional[Mapping[str, Any]] = None) -> int:
         """Releases one of ``req_id``'s pins per artifact of each key (any order); returns how many."""
-        digests = [d for k in keys for d in self.digests(k, params)]
+        digests = [d for k in keys for d in (self._digests_or_none(k, params) or ())]
         return self.client.release(self.ledger.take_many(req_id, digests))
 
     def on_new_request(self, req_id: str, params: Optional[Mapping[str, Any]] = None) -> Optional[str]:
@@ -257,7 +278,10 @@ class VllmManagerCore:
         token = _params(params).get(HANDOFF_PARAM)
         if token is None:
             return None
-        got = self.client.pin_exact(token)
+        try:
+            got = self.client.pin_exact(token)
+        except WaitprepError:  # a malformed token, or another table's: this request's problem, not the scheduler's
+            got = "invalid-token"
         if not isinstance(got, Lease):
             self.stats["handoffs_missed"] += 1
             return got
