@@ -463,7 +463,7 @@ def _spec_class() -> Any:
     return cls
 
 
-def _parallel(spec: Any, settings: AdapterConfig) -> Tuple[int, bool]:
+def _parallel(spec: Any) -> Tuple[int, bool]:
     """(TP degree, whether ranks share their bytes) from the spec's vLLM config when it has one."""
     vllm_config = getattr(spec, "vllm_config", None) or getattr(getattr(spec, "config", None), "vllm_config", None)
     tp = getattr(getattr(vllm_config, "parallel_config", None), "tensor_parallel_size", None)
@@ -529,7 +529,7 @@ def _build_spec_and_worker() -> None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.waitprep_settings = _settings(self.extra_config)
-            self.waitprep_tp, self.waitprep_shared = _parallel(self, self.waitprep_settings)
+            self.waitprep_tp, self.waitprep_shared = _parallel(self)
 
         def get_manager(self) -> Any:
             core = VllmManagerCore.open(self.waitprep_settings, tp_degree=self.waitprep_tp, shared_across_ranks=self.waitprep_shared)
