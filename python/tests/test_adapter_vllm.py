@@ -252,8 +252,13 @@ class _Caches:
 
 
 class _Config:
-    def __init__(self, extra_config: Any) -> None:
+    """vLLM 0.23's OffloadingConfig, as much as the spec reads of it."""
+
+    def __init__(self, extra_config: Any, world_size: int = 1, rank: int = 0, replicated_layout: bool = False) -> None:
         self.extra_config = extra_config
+        self.model = type("Model", (), {"name": "meta-llama/Llama-3.1-8B-Instruct", "dtype": "bfloat16"})()
+        self.parallel = type("Parallel", (), {"world_size": world_size, "rank": rank, "tp_size": world_size, "pp_size": 1})()
+        self.replicated_layout = replicated_layout
 
 
 @needs_library
@@ -300,10 +305,12 @@ class EngineClasses(unittest.TestCase):
             base = module.fake_base
             spec_cls = getattr(module, "WaitprepOffloadingSpec")  # as vLLM's factory takes it
             self.assertTrue(issubclass(spec_cls, base.OffloadingSpec))
-            waitprep_settings = {"table": self.producer.table, "runtime": "vllm/0.23", "model": "m", "dtype": "bf16", "layout": "NHD", "task": "t", "namespace": "n"}
+            # No model or dtype in the settings: the spec takes vLLM's.
+            waitprep_settings = {"table": self.producer.table, "runtime": "vllm/0.23", "layout": "NHD", "task": "t", "namespace": "n"}
             spec = spec_cls(_Config({"spec_name": "WaitprepOffloadingSpec", "waitprep": waitprep_settings}))
             manager = spec.get_manager()
             self.addCleanup(manager.shutdown)
+            self.assertEqual(manager.core.keyers_for_default()[0].profile, "dtype=bfloat16,layout=NHD,tp=1,rank=0")
             # Block i of group 0 is two pages (one per data reference), each 256 bytes: 512 in all.
             tensors = [_Tensor(8, 256), _Tensor(8, 256)]
             worker = spec.get_worker(_Caches(tensors, [[_Ref(0, 256), _Ref(1, 256)]]))
@@ -326,6 +333,15 @@ class EngineClasses(unittest.TestCase):
             manager.complete_load(keys, ctx)
             self.assertFalse(worker.submit_store(8, None, None))
             self.assertEqual(manager.core.pins_held, 0)
+            # Two workers: one artifact each, and each worker reads its own; one for all when replicated.
+            second = spec_cls(_Config({"waitprep": waitprep_settings}, world_size=2, rank=1))
+            self.assertEqual(second.get_worker(_Caches(tensors, [])).core.rank, 1)
+            two = second.get_manager()
+            self.addCleanup(two.shutdown)
+            self.assertEqual([k.profile for k in two.core.keyers_for_default()], ["dtype=bfloat16,layout=NHD,tp=2,rank=0", "dtype=bfloat16,layout=NHD,tp=2,rank=1"])
+            shared = spec_cls(_Config({"waitprep": waitprep_settings}, world_size=8, rank=3, replicated_layout=True)).get_manager()
+            self.addCleanup(shared.shutdown)
+            self.assertEqual([k.profile for k in shared.core.keyers_for_default()], ["dtype=bfloat16,layout=NHD,tp=1,rank=0"])
 
     def test_without_vllm_the_module_imports_and_says_what_is_missing(self) -> None:
         with _engines.engine("vllm", absent=True) as module:

@@ -110,19 +110,23 @@ class VllmManagerCore:
     (``'hit'``, ``'pending'``, ``'miss'``) and :class:`LoadPlan`.
 
     ``table`` is a consumer Table (opened by :meth:`open`), ``config`` an :class:`AdapterConfig`.
-    ``tp_degree`` and ``shared_across_ranks`` come from vLLM's parallel and model config when the
-    spec can read them: each block is one artifact per tensor-parallel rank (its bytes differ per
-    rank), or one artifact for all ranks when they hold the same bytes (MLA).
+    ``tp_degree`` is the number of workers whose bytes differ and ``shared_across_ranks`` whether
+    they all hold the same bytes; the spec reads both from vLLM's offloading config (its world size,
+    which counts tensor, pipeline and context parallelism alike, and ``replicated_layout``): each
+    block is one artifact per worker, keyed with the profile ``tp=<workers>,rank=<worker>``, or one
+    artifact for all workers when they share their bytes (MLA). ``model`` and ``dtype`` are the
+    engine's, used when the settings do not name them.
 
     Thread-safe: vLLM calls the manager from its scheduler thread, and the tests call it from several.
     """
 
-    def __init__(self, table: Any, config: AdapterConfig, *, tp_degree: int = 1, shared_across_ranks: bool = False, feed: Optional[EventFeedReader] = None) -> None:
+    def __init__(self, table: Any, config: AdapterConfig, *, tp_degree: int = 1, shared_across_ranks: bool = False, feed: Optional[EventFeedReader] = None,
+                 model: Optional[str] = None, dtype: Optional[str] = None) -> None:
         self.config = config
         self.default_task = config.need("task")
         self.default_namespace = config.need("namespace")
-        self._model = config.need("model")
-        self._dtype = config.need("dtype")
+        self._model = config.model or config.need("model", model)
+        self._dtype = config.dtype or config.need("dtype", dtype)
         self._layout = config.need("layout")
         self.client = TableClient(table, config.arena_root, config.verify_checksum)
         self.ranks = 1 if shared_across_ranks else tp_degree
@@ -173,6 +177,10 @@ class VllmManagerCore:
                 keyers = self._keyers.setdefault((task, namespace), keyers)
                 self._cache.setdefault((task, namespace), {})
         return keyers
+
+    def keyers_for_default(self) -> Tuple[EngineKeys, ...]:
+        """The keyers of the configured task and namespace, one per worker whose bytes differ."""
+        return self._keyers_for(self.default_task, self.default_namespace)
 
     def _scope(self, params: Optional[Mapping[str, Any]]) -> Tuple[str, str]:
         p = _params(params)
@@ -463,12 +471,25 @@ def _spec_class() -> Any:
     return cls
 
 
-def _parallel(spec: Any) -> Tuple[int, bool]:
-    """(TP degree, whether ranks share their bytes) from the spec's vLLM config when it has one."""
-    vllm_config = getattr(spec, "vllm_config", None) or getattr(getattr(spec, "config", None), "vllm_config", None)
+def _parallel(spec: Any) -> Tuple[int, int, bool]:
+    """(workers, this worker's index, whether every worker holds the same bytes) from the spec's
+    configuration: ``config.parallel`` (world size, rank; the scheduler is rank 0) and
+    ``config.replicated_layout`` in vLLM 0.23's ``OffloadingConfig``; an older spec's
+    ``vllm_config`` gives the TP degree and ``use_mla`` instead, and vLLM's parallel state the rank."""
+    config = getattr(spec, "config", None)
+    parallel = getattr(config, "parallel", None)
+    if parallel is not None:
+        return int(parallel.world_size), int(parallel.rank), bool(getattr(config, "replicated_layout", False))
+    vllm_config = getattr(spec, "vllm_config", None)
     tp = getattr(getattr(vllm_config, "parallel_config", None), "tensor_parallel_size", None)
     mla = getattr(getattr(vllm_config, "model_config", None), "use_mla", None)
-    return (tp if isinstance(tp, int) and tp >= 1 else 1), bool(mla)
+    return (tp if isinstance(tp, int) and tp >= 1 else 1), _worker_rank(), bool(mla)
+
+
+def _model(spec: Any) -> Tuple[Optional[str], Optional[str]]:
+    """(model name, KV dtype) from ``config.model`` in vLLM 0.23's ``OffloadingConfig``, when there."""
+    model = getattr(getattr(spec, "config", None), "model", None)
+    return getattr(model, "name", None), getattr(model, "dtype", None)
 
 
 def _worker_rank() -> int:
@@ -529,15 +550,17 @@ def _build_spec_and_worker() -> None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.waitprep_settings = _settings(self.extra_config)
-            self.waitprep_tp, self.waitprep_shared = _parallel(self)
+            self.waitprep_workers, self.waitprep_rank, self.waitprep_shared = _parallel(self)
 
         def get_manager(self) -> Any:
-            core = VllmManagerCore.open(self.waitprep_settings, tp_degree=self.waitprep_tp, shared_across_ranks=self.waitprep_shared)
+            model, dtype = _model(self)
+            core = VllmManagerCore.open(self.waitprep_settings, tp_degree=self.waitprep_workers, shared_across_ranks=self.waitprep_shared,
+                                        model=model, dtype=dtype)
             return WaitprepOffloadingManager(core)
 
         def get_worker(self, kv_caches: Any) -> Any:
-            ranks = 1 if self.waitprep_shared else self.waitprep_tp
-            return WaitprepOffloadingWorker(kv_caches, _worker_rank(), ranks)
+            ranks = 1 if self.waitprep_shared else self.waitprep_workers
+            return WaitprepOffloadingWorker(kv_caches, self.waitprep_rank, ranks)
 
     for cls in (WaitprepOffloadingWorker, WaitprepOffloadingSpec):
         cls.__module__ = __name__
