@@ -27,6 +27,17 @@ export {
 } from './keys/chunk-keys.js';
 export { encodeManifest, decodeManifest, MANIFEST_MAGIC, MANIFEST_HEADER_BYTES, type DecodedManifest } from './keys/manifest.js';
 export {
+  EngineKeys,
+  vllmOffloadKey,
+  splitOffloadKey,
+  ENGINE_FIELD,
+  ENGINE_HASH_FIELD,
+  KV_GROUP_FIELD,
+  ENGINE_KEY_TOKENS,
+  type EngineKeyOptions,
+  type EngineName,
+} from './keys/engine-keys.js';
+export {
   ManifestProducer,
   type ManifestChunk,
   type ManifestIncomplete,

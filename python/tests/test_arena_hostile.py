@@ -1,5 +1,5 @@
 """Arena records under hostile input (waitprep.arena, docs/arena-records.md), as Node's
-test/arena-record-hostile.test.ts: whatever sits at an arena's path is a Mismatch value, returned
+test/lease-table/arena-record-hostile.test.ts: whatever sits at an arena's path is a Mismatch value, returned
 without blocking or allocating; a malformed meta or argument is ERR_INVALID_ARGUMENT before the
 file is opened; and an arena directory is created or accepted only under the lease table's trust
 rules (ERR_UNTRUSTED_ARENA otherwise)."""

@@ -15,10 +15,13 @@ producer; an engine pins what it loads. Standard library and ctypes only.
   (:meth:`Table.try_pin_prefix`, :class:`LeaseRun`) and :meth:`Table.peek`; chained chunk keys
   (``waitprep.chunk_keys``), manifests (``waitprep.manifest``) and arena records
   (``waitprep.arena``: where a lease's bytes are).
+- Engine keys (``waitprep.engine_keys``: the digest from an engine's storage key alone) and the
+  engine adapters (``waitprep.adapters.vllm``, ``.sglang``, ``.lmcache``; docs/integration.md).
 """
 
-from . import arena, chunk_keys, key, manifest
+from . import arena, chunk_keys, engine_keys, key, manifest
 from .chunk_keys import ChunkChain, ChunkKey, ManifestKey
+from .engine_keys import EngineKeys
 from .errors import WaitprepError
 from .inspection import ClientCounts, ClientInspection, SlotCounts, SlotInspection, TableInspection, TableSummary
 from .handoff import HandoffToken, format_handoff_token, parse_handoff_token
@@ -38,6 +41,7 @@ __all__ = [
     "ChunkKey",
     "ClientCounts",
     "ClientInspection",
+    "EngineKeys",
     "HandoffToken",
     "InvalidKeyError",
     "Lease",
@@ -60,6 +64,7 @@ __all__ = [
     "device_uuid_bytes",
     "encode_key",
     "encode_manifest",
+    "engine_keys",
     "format_handoff_token",
     "key",
     "key_digest",

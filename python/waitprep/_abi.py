@@ -57,7 +57,7 @@ WP_ERR_NO_SPACE = STATUS["WP_ERR_NO_SPACE"]
 WP_ERR_PERMISSION = STATUS["WP_ERR_PERMISSION"]
 WP_ERR_UNTRUSTED_SEGMENT = STATUS["WP_ERR_UNTRUSTED_SEGMENT"]
 
-#: A miss status's reason, named as lib/miss-reasons.ts names it: the status name without
+#: A miss status's reason, named as lib/coordinator/miss-reasons.ts names it: the status name without
 #: WP_MISS_, lowercase, "_" as "-" (WP_MISS_NO_DEVICE_RECORD: "no-device-record").
 MISS_REASON: Dict[int, str] = {
     code: name[len("WP_MISS_"):].lower().replace("_", "-") for name, code in STATUS.items() if name.startswith("WP_MISS_")

@@ -1,5 +1,5 @@
 """Where an artifact's bytes are (docs/arena-records.md), the same rules as Node's
-lib/arena-record.ts.
+lib/lease-table/arena-record.ts.
 
 A lease's ``meta.location`` is one u64: its top 16 bits name an arena, its low 48 bits are the byte
 offset of a record in it. Arena ``i`` of table ``T`` is the file ``<root>/T-arena/<i>.wpa`` (root
@@ -349,7 +349,7 @@ def read_arena_record(table_name: str, key: object, meta: object, root: str = DE
 # table file can rewrite what consumers pin. A producer writes into an arena directory only when
 # the table's rule for its file holds for the directory and every file in it: a directory (not a
 # link) owned by this process's effective uid (or the trusted one) that neither group nor others
-# may write unless trusted, in a root no one else can rename it out of (Node: lib/arena-directory.ts).
+# may write unless trusted, in a root no one else can rename it out of (Node: lib/lease-table/arena-directory.ts).
 
 
 class _Trust(NamedTuple):

@@ -8,7 +8,7 @@ including chunk i, while the key holds one chunk of tokens at most. A :class:`Ch
 session's chain: it keeps the last digest, the digest list and the unfinished tail (fewer than
 ``chunk_tokens`` tokens), so the next turn hashes only its own tokens.
 
-The bytes are the same as Node's ``ChunkChain`` (lib/chunk-keys.ts) writes, checked by the shared
+The bytes are the same as Node's ``ChunkChain`` (lib/keys/chunk-keys.ts) writes, checked by the shared
 vectors in test/vectors/chunk-keys.json. Standard library only.
 """
 

@@ -3,7 +3,7 @@
 A manifest's key identifies the whole prefix (the last chunk's key plus the manifest marker,
 :func:`waitprep.chunk_keys.manifest_key`); its bytes list the chunks' digests in order.
 :class:`ManifestProducer` is the producer's side over a :class:`waitprep.Table`, with the same
-rules as Node's ``ManifestProducer`` (lib/manifest.ts):
+rules as Node's ``ManifestProducer`` (lib/lease-table/manifest-producer.ts):
 
 1. :meth:`ManifestProducer.reserve` pins every listed chunk through the producer's own handle, so a
    chunk that is not READY gives :class:`Incomplete` and nothing is reserved;

@@ -70,7 +70,7 @@ _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 _GPU_UUID = re.compile(r"GPU-([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{4})-([0-9a-fA-F]{12})")
 _byref = ctypes.byref
 
-#: Every miss reason a table gives: one per WP_MISS_* status (lib/miss-reasons.ts's names), then
+#: Every miss reason a table gives: one per WP_MISS_* status (lib/coordinator/miss-reasons.ts's names), then
 #: the two a table decides itself: a malformed device target, and a closed table.
 MISS_REASONS = tuple(MISS_REASON.values()) + ("invalid-target", "table-closed")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Sequence
 
-#: The vocabulary of waitprep's agent traces (lib/trace.ts TRACE_VOCAB): trace tokens are model
+#: The vocabulary of waitprep's agent traces (lib/trace/trace.ts TRACE_VOCAB): trace tokens are model
 #: tokens as they are, with no mapping that identity would have to account for.
 VOCAB = 128_256
 
