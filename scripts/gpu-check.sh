@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# waitprep's device check (docs/gpu.md): builds libwaitprep.so with CMake and the CUDA example with
-# nvcc, then runs examples/transformers-engine/gpucheck with a Python that has CUDA PyTorch and
-# transformers. Needs no Node and no network. The report (JSON) goes to --json, else
-# $GPU_CHECK_JSON, else $OUT/gpu-check.json, else build-gpu-check/gpu-check.json.
+# waitprep's device check (docs/gpu.md): runs examples/transformers-engine/gpucheck with a Python
+# that has CUDA PyTorch and transformers; it builds libwaitprep.so with CMake and the CUDA example
+# with nvcc into build-gpu-check/ first. Needs no Node and no network. The report (JSON) goes to
+# --json, else $GPU_CHECK_JSON, else $OUT/gpu-check.json, else build-gpu-check/gpu-check.json.
 #
 #   scripts/gpu-check.sh              # on a GPU: everything, Llama-3.1-8B geometry (under 4 minutes on an H100)
 #   scripts/gpu-check.sh --dry-run    # no GPU: every CPU-runnable part on a tiny geometry

@@ -124,7 +124,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     report.put("build", built)
 
     free = shutil.disk_usage(args.arena_root).free if os.path.isdir(args.arena_root) else 0
-    need = 3 * max(args.sizes) * 2 * 32 * 8 * 128 * 2 if not args.tiny else 1 << 24
+    # One record of the largest size at a time (each size's is evicted before the next), twice
+    # over for headroom; 128 KiB of KV per token at the 8B geometry in bf16.
+    need = 2 * max(args.sizes) * 131072 if not args.tiny else 1 << 24
     if "restore" not in args.skip and free < need:
         report.holds("setup: room for the arenas", False, f"{args.arena_root} has {free / 2**30:.1f} GiB free, the restore needs about {need / 2**30:.1f} GiB (--arena-root names another tmpfs)")
         return report.finish()

@@ -30,6 +30,9 @@ def normalize_uuid(value: Any) -> Optional[str]:
     if isinstance(value, (bytes, bytearray)):
         return format_uuid(bytes(value)) if len(value) == 16 else None
     text = str(value).strip().lower()
+    raw = getattr(value, "bytes", None)  # PyTorch's _CUuuid: 16 byte values, and a str() of them
+    if not _HEX32.match(text.removeprefix("gpu-").replace("-", "")) and raw is not None and len(raw) == 16:
+        return format_uuid(bytes(bytearray(raw)))
     if text.startswith("gpu-"):
         text = text[4:]
     digits = text.replace("-", "")
@@ -159,8 +162,10 @@ def environment(repo: str, device: str) -> Dict[str, Any]:
         }
         env["cudnn"] = torch.backends.cudnn.version()
         env["driver_cuda"] = _driver_cuda_version()
-        smi = _smi_query("driver_version,name,pcie.link.gen.max,pcie.link.width.max")
-        if smi is not None:
-            env["driver"] = smi[0]
-            env["pcie_max"] = f"gen {smi[2]} x{smi[3]}" if len(smi) >= 4 else None
+        smi = _smi_query("driver_version")
+        env["driver"] = smi[0] if smi else None
+        # Asked apart: a field a driver or VM does not know must not lose the driver's version.
+        link = _smi_query("pcie.link.gen.max,pcie.link.width.max,pcie.link.gen.current,pcie.link.width.current")
+        if link is not None and len(link) == 4:
+            env["pcie"] = {"max": f"gen {link[0]} x{link[1]}", "current": f"gen {link[2]} x{link[3]}"}
     return env

@@ -40,9 +40,28 @@ from typing import Any, Dict, List, Optional, Tuple
 #: The geometry of Llama-3.1-8B (its published config): 128 KiB of bf16 KV per token.
 LLAMA_31_8B = dict(name="llama-3.1-8b", layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336, context=131072)
 
-#: cudaHostRegister flags (cuda_runtime_api.h).
+#: cuMemHostRegister flags (cuda.h): every context may use the range; the device only reads it.
 _REGISTER_PORTABLE = 0x01
 _REGISTER_READ_ONLY = 0x08
+
+
+def _driver_register(ptr: int, size: int) -> int:
+    """Registers (page-locks) host memory with the CUDA driver, read-only: the CUresult.
+
+    The driver API, not the runtime's cudaHostRegister: a refused runtime call would also leave
+    its error as the thread's last error, which PyTorch then reports at its next kernel launch."""
+    driver = ctypes.CDLL("libcuda.so.1")
+    fn = getattr(driver, "cuMemHostRegister_v2", None) or driver.cuMemHostRegister
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return int(fn(ptr, size, _REGISTER_PORTABLE | _REGISTER_READ_ONLY))
+
+
+def _driver_unregister(ptr: int) -> int:
+    driver = ctypes.CDLL("libcuda.so.1")
+    driver.cuMemHostUnregister.argtypes = [ctypes.c_void_p]
+    driver.cuMemHostUnregister.restype = ctypes.c_int
+    return int(driver.cuMemHostUnregister(ptr))
 
 #: The bound on |hit logits - full recompute logits|, as a share of the largest full-recompute
 #: logit. Why this much: the two paths compute the last N tokens with different kernels and
@@ -88,26 +107,32 @@ class HostArena:
         self.register_s = 0.0
         if not cuda:
             return
+        # The driver API registers in the calling thread's current context: the runtime has made
+        # the device's primary context current here by the time anything synchronizes.
+        torch.cuda.synchronize()
         start = time.perf_counter()
-        cudart = torch.cuda.cudart()
-        status = int(cudart.cudaHostRegister(self.tensor.data_ptr(), size, _REGISTER_PORTABLE | _REGISTER_READ_ONLY))
+        status = _driver_register(self.tensor.data_ptr(), size)
         if status == 0:
             self.registered = True
-            self.how = "mapped read-only and registered (cudaHostRegister, read-only)"
+            self.how = "mapped read-only and registered (cuMemHostRegister, read-only)"
         else:
-            # Some drivers or devices refuse read-only registration: a pinned copy keeps the copy
-            # asynchronous, and the report says the arena was copied.
+            # A driver or device that refuses read-only registration: a pinned copy keeps the
+            # copy asynchronous, and the report says the arena was copied.
+            mapped = self.tensor
             self.tensor = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-            self.tensor.copy_(torch.frombuffer(self.map, dtype=torch.uint8))
+            self.tensor.copy_(mapped)
+            del mapped
+            self.view.release()
             self.view = memoryview(self.tensor.numpy())
-            self.how = f"copied into pinned memory (cudaHostRegister of the read-only mapping returned cudaError {status})"
+            self.how = f"copied into pinned memory (cuMemHostRegister of the read-only mapping returned CUresult {status})"
         self.register_s = time.perf_counter() - start
 
     def close(self) -> None:
         import torch
 
         if self.registered:
-            torch.cuda.cudart().cudaHostUnregister(self.tensor.data_ptr())
+            torch.cuda.synchronize()  # no copy may still read the range
+            _driver_unregister(self.tensor.data_ptr())
             self.registered = False
         self.view.release()
         del self.tensor
@@ -181,6 +206,7 @@ def restore(consumer: Any, digest: bytes, arenas: Dict[int, HostArena], engine: 
         "cache_build_s": t3 - t2,
         "total_s": t3 - t0,
         "bytes": n,
+        "offset": first,
         "source_alignment": int(src.data_ptr() % 4096),
     }
 
@@ -382,9 +408,10 @@ def _one_size(report: Any, engine: Any, identity: Dict[str, str], tier: Any, con
         row["restore"]["gb_per_s"] = n / (row["restore"]["total_ms"] / 1e3) / 1e9
         row["restore"]["copy_gb_per_s"] = n / (row["restore"]["copy_ms"] / 1e3) / 1e9
 
-        # The same bytes, a plain host-to-device copy from a pinned buffer.
+        # The same bytes, a plain host-to-device copy from a pinned buffer of their own.
+        first = restores[0]["offset"]
         source = torch.empty(n, dtype=torch.uint8, pin_memory=cuda)
-        source.copy_(host.tensor[:n])
+        source.copy_(host.tensor[first:first + n])
         plain = [plain_copy(n, engine.device, stream, source) for _ in range(reps + 1)][1:]
         del source
         row["plain_h2d"] = {"bytes": n, "ms": _median(plain) * 1e3, "gb_per_s": n / _median(plain) / 1e9}
