@@ -7,6 +7,7 @@ setup failure, such as no CUDA device or a failed build, is one), 2 for a usage 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import shutil
 import sys
@@ -47,6 +48,8 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--arena-root", default="/dev/shm", help="where the storage tier's arenas go")
     p.add_argument("--skip", default="", help=f"parts not to run, comma-separated, of {','.join(PARTS)}")
+    p.add_argument("--watchdog", type=float, default=390.0,
+                   help="seconds after which a run still going prints every thread's stack and exits 1 (0: never; default 390)")
     args = p.parse_args(argv)
     if args.dry_run:
         args.device = args.device or "cpu"
@@ -82,6 +85,10 @@ def _guard(report: Report, part: str, fn: Callable[[], Any]) -> Any:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse(argv)
+    if args.watchdog > 0:
+        # A hang (a host function that never gets to run, say) then ends with the stacks that
+        # show where, inside the caller's time limit, and the report written so far.
+        faulthandler.dump_traceback_later(args.watchdog, exit=True)
     cuda = args.device.startswith("cuda")
     report = Report(args.json, "gpu" if cuda else ("dry-run" if args.tiny else "cpu"))
     report.data["options"] = {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items() if k != "json"}
@@ -172,6 +179,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             report.put("summary", summary)
             for line in summary["lines"]:
                 report.say(line)
+    faulthandler.cancel_dump_traceback_later()
     return report.finish()
 
 

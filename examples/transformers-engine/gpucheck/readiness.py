@@ -20,6 +20,7 @@ callback thread while the producer's own thread reserves, publishes and records 
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -316,11 +317,18 @@ def stress(setup: Setup, rounds: int, ways: Tuple[str, ...], seed: int, in_fligh
             failures.append(error)
 
     records_before = Counter(setup.producer.records)
+    # Host functions run Python on the driver's thread, which must take the GIL from the two
+    # threads here: a short switch interval hands it over sooner than the default 5 ms.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
     start = time.perf_counter()
     consumer = threading.Thread(target=consume, name="consumer")
     consumer.start()
-    produce()
-    consumer.join(120)
+    try:
+        produce()
+        consumer.join(120)
+    finally:
+        sys.setswitchinterval(interval)
     seconds = time.perf_counter() - start
     if failures:
         raise failures[0]
