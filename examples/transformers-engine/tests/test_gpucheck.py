@@ -174,6 +174,39 @@ class Verdict(unittest.TestCase):
         stale[2] = "pin with generation 8 before a new write: WP_OK"
         self.assertIn("WP_MISS_ARENA_GENERATION_MISMATCH", build.expected_example_lines(stale))
 
+    def test_the_uuid_comparison_holds_only_when_all_three_sources_agree(self) -> None:
+        a, b = "GPU-5e1f0a2b-0c3d-4e5f-8a9b-0c1d2e3f4a5b", "GPU-00000000-0000-0000-0000-000000000001"
+        cases = [
+            ([a], [a], [a], True),
+            ([a], [a], [a, b], False),  # nvidia-smi sees a GPU CUDA does not, and nothing hides it
+            ([a], [b], [b], False),
+            (None, [a], [a], False),  # the driver was not found by waitprep
+        ]
+        for mine, theirs, smi, holds in cases:
+            with unittest.mock.patch.object(devices, "waitprep_devices", return_value=(None if mine is None else [{"ordinal": i, "uuid": u} for i, u in enumerate(mine)], "no driver")), \
+                    unittest.mock.patch.object(devices, "torch_devices", return_value=([{"ordinal": i, "uuid": u, "name": "x"} for i, u in enumerate(theirs)], None)), \
+                    unittest.mock.patch.object(devices, "nvidia_smi_devices", return_value=([{"index": i, "name": "x", "uuid": u} for i, u in enumerate(smi)], None)), \
+                    unittest.mock.patch.dict(os.environ, {"CUDA_VISIBLE_DEVICES": ""}):
+                with tempfile.TemporaryDirectory() as tmp:
+                    report = Report(os.path.join(tmp, "r.json"), "test", out=io.StringIO())
+                    got = cli.uuids(report, "unused", True, 0)
+                self.assertEqual(report.properties[0]["holds"], holds, (mine, theirs, smi, report.properties))
+                self.assertEqual(got["device_uuid"], theirs[0])
+
+    def test_the_example_is_run_and_judged_by_its_exit_and_its_lines(self) -> None:
+        good = ["host function: WP_OK", "pin with generation 7: WP_OK; device bytes equal the artifact's",
+                "pin with generation 8 before a new write: WP_MISS_ARENA_GENERATION_MISMATCH", "event: WP_OK", "pin with generation 8 after it: WP_OK"]
+        with tempfile.TemporaryDirectory() as tmp:
+            for lines, code, holds in ((good, 0, True), (good, 1, False), (good[:3], 0, False)):
+                fake = os.path.join(tmp, "example-%d-%d" % (len(lines), code))
+                with open(fake, "w") as f:
+                    f.write("#!/bin/sh\n" + "".join("echo \"%s\"\n" % line for line in lines) + "exit %d\n" % code)
+                os.chmod(fake, 0o755)
+                report = Report(os.path.join(tmp, "r.json"), "test", out=io.StringIO())
+                got = cli.example(report, fake, table_name("gpucheck-example"))
+                self.assertEqual(report.properties[0]["holds"], holds, report.properties)
+                self.assertEqual(got["lines"], lines)
+
     def test_options_the_dry_run_and_a_size_too_small(self) -> None:
         args = cli.parse(["--dry-run", "--json", "x.json"])
         self.assertEqual((args.device, args.tiny, args.sizes, args.new_tokens), ("cpu", True, [256, 512, 1024], 32))
