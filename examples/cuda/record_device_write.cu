@@ -5,6 +5,9 @@
 //
 // Build and run: see README.md in this folder. Usage:
 //   record_device_write <table name> [<artifact key digest, 64 hex chars>]
+// It exits 0 only when every outcome is the one docs/device-readiness.md promises: both records
+// made, the device bytes equal to the artifact's, the reused arena's old record a miss and the
+// new one a hit (scripts/gpu-check.sh runs it on a GPU).
 //
 // What a record promises: the device write of this artifact (this key's published bytes) into
 // this arena, at this arena generation, on this device, completed before the record was made.
@@ -172,6 +175,20 @@ int main(int argc, char **argv) {
   CUDA_OK(cudaStreamSynchronize(stream));  // only so this demo can print; a worker would not wait here
   std::printf("host function: %s (device %s arena %llu generation %llu)\n", wp_status_name(first.status), uuid,
               (unsigned long long)arena.id, (unsigned long long)arena.generation);
+  int failed = first.status != WP_OK;
+
+  // A consumer that hits reads the arena: its bytes are the artifact's.
+  wp_lease lease_check;
+  rc = wp_try_pin(producer.table, digest, &first.record, &lease_check);
+  uint8_t *back = static_cast<uint8_t *>(std::malloc(bytes));
+  if (back == nullptr) return 1;
+  CUDA_OK(cudaMemcpy(back, arena.base, bytes, cudaMemcpyDeviceToHost));
+  int same = std::memcmp(back, host, bytes) == 0;
+  std::printf("pin with generation %llu: %s; device bytes %s the artifact's\n", (unsigned long long)arena.generation,
+              wp_status_name(rc), same ? "equal" : "differ from");
+  if (rc == WP_OK) wp_unpin(producer.table, &lease_check);
+  failed |= rc != WP_OK || !same;
+  std::free(back);
 
   // The arena is reused: bump its generation first. The record above no longer matches a
   // consumer that asks with the new generation.
@@ -182,17 +199,22 @@ int main(int argc, char **argv) {
   rc = wp_try_pin(producer.table, digest, &want, &lease);
   std::printf("pin with generation %llu before a new write: %s\n", (unsigned long long)arena.generation, wp_status_name(rc));
   if (rc == WP_OK) wp_unpin(producer.table, &lease);
+  failed |= rc != WP_MISS_ARENA_GENERATION_MISMATCH;
 
   // Way 2: event synced in the backend worker, then the record for the new generation.
   PendingRecord second = make_record(producer, digest, arena, 2);
-  std::printf("event: %s\n", wp_status_name(copy_then_record_event(host, bytes, arena, &second, stream)));
+  rc = copy_then_record_event(host, bytes, arena, &second, stream);
+  std::printf("event: %s\n", wp_status_name(rc));
+  failed |= rc != WP_OK;
   rc = wp_try_pin(producer.table, digest, &want, &lease);
   std::printf("pin with generation %llu after it: %s\n", (unsigned long long)arena.generation, wp_status_name(rc));
   if (rc == WP_OK) wp_unpin(producer.table, &lease);
+  failed |= rc != WP_OK;
 
   CUDA_OK(cudaStreamDestroy(stream));
   CUDA_OK(cudaFree(arena.base));
   CUDA_OK(cudaFreeHost(host));
   wp_close(producer.table);
-  return 0;
+  std::printf("%s\n", failed ? "FAILED: an outcome differs from the documented one" : "ok");
+  return failed;
 }

@@ -56,6 +56,37 @@ class KVBytes(unittest.TestCase):
             kvcodec.decode(payload, expect_layers=wrong[:1])
 
 
+class OtherDtypes(unittest.TestCase):
+    """An engine in bf16 (the GPU check's dtype), here on the CPU: its KV bytes round-trip and the
+    key names the dtype and the device type."""
+
+    def test_a_bf16_engine_round_trips_its_kv_and_its_key_says_bf16(self) -> None:
+        from _support import SEED
+
+        from tfengine.engine import Engine
+        from tfengine.model import GEOMETRIES, model_identity
+
+        e = Engine(GEOMETRIES["tiny"], SEED, device="cpu", dtype="bfloat16")
+        self.assertEqual({p.dtype for p in e.model.parameters()}, {torch.bfloat16})
+        first = e.turn(tokens(9, 60), None, decode=2)
+        payload = kvcodec.encode(first.cache)
+        self.assertEqual(kvcodec.header(payload)[0]["dtype"], "bfloat16")
+        rebuilt = e.decode_cache(payload)
+        for a, b in zip(first.cache.layers, rebuilt.layers):
+            self.assertTrue(torch.equal(a.keys.view(torch.uint8), b.keys.view(torch.uint8)))
+        after = tokens(9, 60) + tokens(10, 8)
+        self.assertTrue(torch.equal(e.turn(after, rebuilt, decode=2).logits, e.turn(after, copy_cache(e, first.cache), decode=2).logits))
+        self.assertEqual(model_identity(GEOMETRIES["tiny"], SEED)["profile"], "float32-dynamiccache-cpu")
+        self.assertEqual(model_identity(GEOMETRIES["tiny"], SEED, "cuda:0", "bfloat16")["profile"], "bfloat16-dynamiccache-cuda")
+
+    def test_the_default_engine_keeps_its_weights(self) -> None:
+        from _support import SEED
+
+        from tfengine.model import GEOMETRIES, build_model
+
+        self.assertTrue(all(torch.equal(a, b) for a, b in zip(engine().model.parameters(), build_model(GEOMETRIES["tiny"], SEED, "cpu", "float32").parameters())))
+
+
 class NextTurn(unittest.TestCase):
     """The turn after a tool call: prompt = the previous context + the tool's result."""
 

@@ -36,6 +36,15 @@ class Prepare(StorageCase, unittest.TestCase):
             self.assertTrue(torch.equal(a.keys, b.keys))
             self.assertTrue(torch.equal(a.values, b.values))
 
+    def test_a_tier_publishes_only_its_own_record_format(self) -> None:
+        self.assertEqual(storage.record_format("bfloat16"), "tfkv1-bfloat16")
+        bf16 = storage.StorageTier(self.producer, self.disk, self.budget, format=storage.record_format("bfloat16"))
+        digest, wire, _ = self.save_context(tokens(44, 30))  # saved as float32 records
+        with self.assertRaisesRegex(ValueError, "record format 'tfkv1-float32', expected 'tfkv1-bfloat16'"):
+            bf16.prepare(digest.hex(), wire)
+        self.assertEqual(self.consumer.peek(digest), "absent")
+        self.assertTrue(self.tier.prepare(digest.hex(), wire)["ok"])
+
     def test_an_artifact_ready_already_is_not_prepared_twice(self) -> None:
         digest, wire, _ = self.save_context(tokens(41, 60))
         self.assertFalse(self.tier.prepare(digest.hex(), wire)["alreadyReady"])

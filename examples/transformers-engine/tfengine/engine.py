@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, Tuple
 
 from . import kvcodec
-from .model import Geometry, build_model
+from .model import DTYPE, Geometry, build_model
 
 
 def cache_bytes(cache: Any) -> int:
@@ -98,13 +98,24 @@ class TurnResult:
 
 
 class Engine:
-    """The model of ``geometry`` from ``seed``, serving turns; ``cache`` is its session LRU."""
+    """The model of ``geometry`` from ``seed``, serving turns; ``cache`` is its session LRU.
 
-    def __init__(self, geometry: Geometry, seed: int, cache_budget_bytes: int = 0) -> None:
+    ``device`` and ``dtype`` default to the CPU in fp32 (the example's engine process); the GPU
+    check builds one in bf16 on ``"cuda"``.
+    """
+
+    def __init__(self, geometry: Geometry, seed: int, cache_budget_bytes: int = 0, device: str = "cpu", dtype: str = DTYPE) -> None:
+        import torch
+
         self.geometry = geometry
         self.seed = seed
-        self.model = build_model(geometry, seed)
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.model = build_model(geometry, seed, device, dtype)
         self.cache = SessionCache(cache_budget_bytes)
+        # CUDA runs kernels asynchronously: a turn's timings wait for the device to finish the
+        # work they time. On the CPU there is nothing to wait for.
+        self._sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
 
     def layer_shapes(self) -> List[List[int]]:
         """The shape every cached layer has ([batch 1, KV heads, tokens (any), head dim])."""
@@ -130,17 +141,19 @@ class Engine:
             raise ValueError(f"the prefix cache holds {cached} tokens of a {n}-token prompt: at least one must be new")
         if decode < 1:
             raise ValueError(f"decode must be >= 1, got {decode}")
-        ids = torch.tensor([list(tokens[cached:])], dtype=torch.long)
+        ids = torch.tensor([list(tokens[cached:])], dtype=torch.long, device=self.device)
         with torch.inference_mode():
+            self._sync()
             start = time.perf_counter()
             out = self.model(input_ids=ids, past_key_values=prefix, use_cache=True, logits_to_keep=1)
             logits = out.logits[0, -1].clone()
+            self._sync()
             prefill_s = time.perf_counter() - start
             cache = out.past_key_values
             produced = [int(torch.argmax(logits))]
             start = time.perf_counter()
             for _ in range(decode - 1):
-                step = self.model(input_ids=torch.tensor([[produced[-1]]]), past_key_values=cache, use_cache=True, logits_to_keep=1)
+                step = self.model(input_ids=torch.tensor([[produced[-1]]], device=self.device), past_key_values=cache, use_cache=True, logits_to_keep=1)
                 produced.append(int(torch.argmax(step.logits[0, -1])))
             decode_s = time.perf_counter() - start
         # Every decoded token but the last went into the cache; crop back to the prompt's KV.

@@ -55,7 +55,8 @@ def encode(cache: Any) -> bytes:
     for k, v in layers:
         for t in (k, v):
             # .contiguous() is a no-op for a cache the model filled; a cropped one may be a view.
-            parts.append(t.detach().contiguous().view(torch.uint8).numpy().tobytes())
+            # .cpu() brings a device cache's bytes to the host (a no-op on the CPU).
+            parts.append(t.detach().contiguous().view(torch.uint8).cpu().numpy().tobytes())
     return b"".join(parts)
 
 

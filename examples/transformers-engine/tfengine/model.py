@@ -53,8 +53,11 @@ GEOMETRIES: Dict[str, Geometry] = {
 DTYPE = "float32"
 
 
-def build_model(geometry: Geometry, seed: int) -> Any:
-    """The model for ``geometry`` with random weights drawn from ``seed``, in eval mode, on the CPU."""
+def build_model(geometry: Geometry, seed: int, device: str = "cpu", dtype: str = DTYPE) -> Any:
+    """The model for ``geometry`` with random weights drawn from ``seed``, in eval mode, on the CPU
+    in fp32 unless ``device`` (a torch device string, e.g. ``"cuda"``) and ``dtype`` (``"bfloat16"``)
+    say otherwise. Weights are created and drawn on that device, in that dtype: an 8B model is
+    never materialised in fp32 on the host first."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -67,18 +70,32 @@ def build_model(geometry: Geometry, seed: int) -> Any:
         num_key_value_heads=geometry.kv_heads,
         max_position_embeddings=geometry.context,
         tie_word_embeddings=True,
-        torch_dtype=DTYPE,
+        torch_dtype=dtype,
     )
-    # fork_rng: seeding the global generator here would change every later draw in the caller.
-    with torch.random.fork_rng(devices=[]):
+    if device == "cpu" and dtype == DTYPE:
+        # fork_rng: seeding the global generator here would change every later draw in the caller.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = LlamaForCausalLM(config)
+        return model.eval()
+    where = torch.device(device)
+    forked = [where.index or 0] if where.type == "cuda" else []
+    default_dtype = torch.get_default_dtype()
+    with torch.random.fork_rng(devices=forked), where:
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
+        # Modules take the default dtype for their parameters as they are built.
+        torch.set_default_dtype(getattr(torch, dtype))
+        try:
+            model = LlamaForCausalLM(config)
+        finally:
+            torch.set_default_dtype(default_dtype)
     return model.eval()
 
 
-def model_identity(geometry: Geometry, seed: int) -> Dict[str, str]:
+def model_identity(geometry: Geometry, seed: int, device: str = "cpu", dtype: str = DTYPE) -> Dict[str, str]:
     """The key's ``runtime``, ``model`` and ``profile``: two engines that differ in any of them
-    compute different KV for the same tokens, so their keys must differ."""
+    compute different KV for the same tokens, so their keys must differ (the device type and the
+    dtype are in ``profile``)."""
     import torch
     import transformers
 
@@ -86,7 +103,7 @@ def model_identity(geometry: Geometry, seed: int) -> Dict[str, str]:
     return {
         "runtime": f"transformers-{transformers.__version__}/torch-{torch.__version__}",
         "model": f"llama-random-seed{seed}-L{g.layers}-H{g.hidden}-A{g.heads}-KV{g.kv_heads}-I{g.intermediate}-C{g.context}-V{VOCAB}",
-        "profile": f"{DTYPE}-dynamiccache-cpu",
+        "profile": f"{dtype}-dynamiccache-{device.split(':')[0]}",
     }
 
 

@@ -35,8 +35,14 @@ from typing import Any, Dict, List, Optional
 
 from waitprep import WaitprepError, arena
 
-#: The record format string: kvcodec's payload, version 1, fp32.
+#: The record format string: kvcodec's payload, version 1, fp32 (:func:`record_format` names
+#: another dtype's).
 RECORD_FORMAT = "tfkv1-float32"
+
+
+def record_format(dtype: str) -> str:
+    """The record format string of kvcodec payloads in ``dtype`` (``"bfloat16"``: ``tfkv1-bfloat16``)."""
+    return f"tfkv1-{dtype}"
 #: The meta's codec id (no codec: the bytes are the runtime's own) and representation version.
 CODEC_ID = 0
 REPRESENTATION_VERSION = 1
@@ -46,7 +52,7 @@ def disk_path(disk_dir: str, digest: bytes) -> str:
     return os.path.join(disk_dir, digest.hex() + ".wpar")
 
 
-def save_to_disk(disk_dir: str, digest: bytes, payload: bytes, tokens: int) -> int:
+def save_to_disk(disk_dir: str, digest: bytes, payload: bytes, tokens: int, format: str = RECORD_FORMAT) -> int:
     """Writes the record of ``payload`` (the KV of ``tokens`` tokens under key ``digest``) to the
     disk tier, unless it holds one already (a key names its bytes: same key, same KV). Returns the
     bytes written (0 when it was there)."""
@@ -54,7 +60,7 @@ def save_to_disk(disk_dir: str, digest: bytes, payload: bytes, tokens: int) -> i
     if os.path.exists(path):
         return 0
     os.makedirs(disk_dir, mode=0o700, exist_ok=True)
-    record, _ = arena.encode_arena_record(digest, payload, tokens, RECORD_FORMAT)
+    record, _ = arena.encode_arena_record(digest, payload, tokens, format)
     partial = f"{path}.{os.getpid()}.partial"
     with open(partial, "wb") as f:
         f.write(record)
@@ -86,8 +92,10 @@ class StorageTier:
     lock keeps a test's evict from interleaving with a prepare's bookkeeping.
     """
 
-    def __init__(self, table: Any, disk_dir: str, budget_bytes: int, arena_root: str = arena.DEFAULT_ARENA_ROOT) -> None:
+    def __init__(self, table: Any, disk_dir: str, budget_bytes: int, arena_root: str = arena.DEFAULT_ARENA_ROOT, format: str = RECORD_FORMAT) -> None:
         self.table = table
+        #: The record format this tier publishes; a disk record of any other is refused.
+        self.format = format
         self.disk_dir = disk_dir
         self.budget_bytes = budget_bytes
         self.root = arena_root
@@ -169,8 +177,8 @@ class StorageTier:
                     raise ValueError(f"the disk file holds {len(payload)} payload bytes, its header says {header.payload_length}")
                 if arena.record_checksum(payload) != header.checksum:
                     raise ValueError(f"the disk file's payload does not match its checksum {header.checksum}")
-                if header.format != RECORD_FORMAT:
-                    raise ValueError(f"record format {header.format!r}, expected {RECORD_FORMAT!r}")
+                if header.format != self.format:
+                    raise ValueError(f"record format {header.format!r}, expected {self.format!r}")
                 if not self._make_room(len(record)):
                     raise ValueError(f"{len(record)} bytes do not fit the {self.budget_bytes}-byte budget: {self.used_bytes} are pinned or in use")
                 index = self._index()
