@@ -8,6 +8,8 @@
 // `keyBytes` is the key's wire form in base64: its canonical encoding (docs/key-encoding.md), as
 // PreparationTask.keyBytes carries it. It is decoded strictly (decodeArtifactKey, which hashes it
 // once); bytes that are not a key, or whose digest is not the request's keyHex, are refused.
+// The socket is bounded whatever clients send (SOCKET_LIMITS), and an arena directory that exists
+// already is used only if it passes the lease table's trust rules (checkArenaDirectory).
 //
 // What "prepare" means here (a stand-in, nothing is compressed and nothing is a real snapshot):
 //   1. reserve the key's slot (consumers see `preparing` from now on);
@@ -32,10 +34,10 @@
 // An evicted artifact's arena file is removed and its index reused.
 // "Recently used" = published or requested again (a request for a key already published).
 // Dead clients' pins are reaped every 500 ms.
-import { mkdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
-import { MAX_ARENA_INDEX, arenaDirectory, arenaLocation, decodeArtifactKey, encodeArenaRecord, readArenaRecord, recordChecksum, splitLocation } from 'waitprep';
+import { MAX_ARENA_INDEX, WaitprepError, arenaDirectory, arenaLocation, decodeArtifactKey, encodeArenaRecord, readArenaRecord, recordChecksum, splitLocation } from 'waitprep';
 
 /** Bytes per element of the dtypes the synthetic source uses. */
 const DTYPE_SIZE = { BF16: 2, F16: 2, F32: 4, U8: 1 };
@@ -155,6 +157,26 @@ function keyOf(request) {
 }
 
 /**
+ * Throws `ERR_UNTRUSTED_SEGMENT` unless `dir` passes the lease table's trust rules: a directory,
+ * not a symbolic link, owned by this process's effective uid, that neither group nor others may
+ * write. The worker writes the records there and publishes their locations; whoever else could
+ * write the directory could swap a record under a published location, or point a file name
+ * elsewhere, so an arena it did not make for itself is refused rather than used.
+ */
+export function checkArenaDirectory(dir) {
+  const stat = lstatSync(dir);
+  const uid = process.geteuid();
+  const problem = stat.isSymbolicLink() ? 'is a symbolic link'
+    : !stat.isDirectory() ? 'is not a directory'
+    : stat.uid !== uid ? `is owned by uid ${stat.uid}, not by this process's uid ${uid}`
+    : (stat.mode & 0o022) !== 0 ? `is writable by ${(stat.mode & 0o020) !== 0 ? 'its group' : 'others'} (mode 0o${(stat.mode & 0o7777).toString(8)})`
+    : null;
+  if (problem !== null) {
+    throw new WaitprepError('ERR_UNTRUSTED_SEGMENT', `refusing the arena directory ${dir}: it ${problem}; an arena must be a directory owned by this user that only it may write (remove it, or name another root)`);
+  }
+}
+
+/**
  * The storage logic over an open producer table. `handle(request)` -> reply. Used by the child
  * process below, and in-process by the demo on the JavaScript fallback.
  */
@@ -164,7 +186,9 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
   if (arenaDir !== arenaDirectory(table.name, arenaRoot)) {
     throw new Error(`the arena directory ${arenaDir} is not ${arenaDirectory(table.name, arenaRoot)}: arenas of table ${table.name} are named <root>/${table.name}-arena (docs/arena-records.md)`);
   }
-  mkdirSync(arenaDir, { recursive: true });
+  // 0o755 whatever the umask adds (a umask of 002 would make it group-writable, which the check refuses).
+  mkdirSync(arenaDir, { recursive: true, mode: 0o755 });
+  checkArenaDirectory(arenaDir);
   /** keyHex -> { key, location, sizeBytes, recordBytes }, in least-recently-used-first order. */
   const resident = new Map();
   let usedBytes = 0;
@@ -291,18 +315,77 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
   return { handle, stats: snapshot, close };
 }
 
-/** Serves `storage.handle` on a Unix socket: one JSON request per line, one JSON reply per line. */
+/**
+ * The socket's bounds. Anything on the host that can reach the socket is a client, so what
+ * clients send must not grow the worker without limit: a request line is at most MAX_LINE_BYTES
+ * (a request is a key of at most a few tens of KiB in base64); at most MAX_CONNECTIONS are served
+ * at once, as many more are refused with a reply, and any beyond those are closed unanswered;
+ * a connection whose client does not read its replies stops being read once MAX_REPLY_BACKLOG
+ * bytes of them wait, until they drain. A served connection then holds at most one line, one read
+ * chunk and that backlog, a refused one nothing but its reply: about 25 MiB for all of them
+ * together. A refused connection is closed once its client closes, or LINGER_MS after the refusal.
+ */
+export const SOCKET_LIMITS = Object.freeze({ MAX_LINE_BYTES: 64 * 1024, MAX_CONNECTIONS: 64, MAX_REPLY_BACKLOG: 256 * 1024, LINGER_MS: 10_000 });
+
+/** One reply line; a reply is always one JSON object, so a client can tell it from the next. */
+function replyLine(reply) {
+  return JSON.stringify(reply) + '\n';
+}
+
+/**
+ * Serves `storage.handle` on a Unix socket: one JSON request per line, one JSON reply per line,
+ * within SOCKET_LIMITS. A line longer than MAX_LINE_BYTES and a connection over MAX_CONNECTIONS
+ * get one `{ ok: false, error }` reply, and the connection is closed once it is written.
+ */
 export function serveSocket(storage, socketPath) {
+  const { MAX_LINE_BYTES, MAX_CONNECTIONS, MAX_REPLY_BACKLOG, LINGER_MS } = SOCKET_LIMITS;
   rmSync(socketPath, { force: true });
+  /** Connections open: `held` in all, `serving` of them served (the rest are being refused). */
+  let held = 0;
+  let serving = 0;
   const server = createServer((socket) => {
-    let buffered = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
-      buffered += chunk;
+    // Room for as many refusals as served connections; past that a connection is dropped unanswered.
+    if (held >= 2 * MAX_CONNECTIONS) {
+      socket.destroy();
+      return;
+    }
+    held++;
+    socket.once('close', () => held--);
+    socket.on('error', () => {});
+    let refused = false;
+    // A refused client may still be writing: closing at once would make its next write fail
+    // (EPIPE), and its socket would be torn down before it read the reply. So the reply ends our
+    // side, and what still comes is read and dropped, holding nothing, until the client closes
+    // or LINGER_MS pass.
+    const refuse = (error) => {
+      refused = true;
+      socket.removeAllListeners('data');
+      socket.on('data', () => {});
+      socket.resume();
+      socket.end(replyLine({ ok: false, error }));
+      const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+      timer.unref();
+      socket.once('close', () => clearTimeout(timer));
+    };
+    if (serving >= MAX_CONNECTIONS) {
+      refuse(`too many connections: the storage worker serves at most ${MAX_CONNECTIONS} at once; connection closed`);
+      return;
+    }
+    serving++;
+    socket.once('close', () => serving--);
+    /** Bytes received and not yet answered: whole lines, then at most one partial line. */
+    let pending = Buffer.alloc(0);
+    /** Whether `pending` holds a whole line, left for 'drain' while the reply backlog is full. */
+    let waiting = false;
+    /** Chunks of the partial line received since, none with a newline: joined when one comes. */
+    let parts = [];
+    let partBytes = 0;
+    const serve = () => {
+      if (refused) return;
       let newline;
-      while ((newline = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, newline);
-        buffered = buffered.slice(newline + 1);
+      while (socket.writableLength < MAX_REPLY_BACKLOG && (newline = pending.indexOf(0x0a)) >= 0 && newline <= MAX_LINE_BYTES) {
+        const line = pending.toString('utf8', 0, newline);
+        pending = pending.subarray(newline + 1);
         let reply;
         try {
           const request = JSON.parse(line);
@@ -310,10 +393,31 @@ export function serveSocket(storage, socketPath) {
         } catch (error) {
           reply = { ok: false, error: `bad request: ${error.message}` };
         }
-        socket.write(JSON.stringify(reply) + '\n');
+        socket.write(replyLine(reply));
       }
+      const end = pending.indexOf(0x0a);
+      if ((end < 0 ? pending.length : end) > MAX_LINE_BYTES) {
+        refuse(`request line longer than ${MAX_LINE_BYTES} bytes; connection closed`);
+        return;
+      }
+      waiting = end >= 0;
+      // With the backlog full, stop reading until the client takes its replies ('drain').
+      if (socket.writableLength >= MAX_REPLY_BACKLOG) socket.pause();
+      else if (socket.isPaused()) socket.resume();
+    };
+    socket.on('drain', serve);
+    socket.on('data', (chunk) => {
+      if (!waiting && chunk.indexOf(0x0a) < 0) {
+        parts.push(chunk);
+        partBytes += chunk.length;
+        if (pending.length + partBytes > MAX_LINE_BYTES) refuse(`request line longer than ${MAX_LINE_BYTES} bytes; connection closed`);
+        return;
+      }
+      pending = Buffer.concat([pending, ...parts, chunk]);
+      parts = [];
+      partBytes = 0;
+      serve();
     });
-    socket.on('error', () => {});
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
