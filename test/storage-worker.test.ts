@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ARENA_RECORD_HEADER_BYTES, arenaDirectory, artifactKey, openLeaseTable, readArenaRecord, splitLocation, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../lib/index.js';
 // @ts-ignore -- plain JavaScript module without type declarations
-import { arenaFile, checksumOf, startStorage, syntheticSource, validateSafetensors } from '../worker/storage.js';
+import { SOCKET_LIMITS, arenaFile, checksumOf, startStorage, syntheticSource, validateSafetensors } from '../worker/storage.js';
 // @ts-ignore -- plain JavaScript module without type declarations
 import { admitWait, demoCoordinator } from '../demo/run.js';
 // The demo's modules import the package by name (dist/): their coordinator accepts only that
@@ -29,8 +29,8 @@ function keyOf(i: number): { key: ArtifactKey; keyBytes: string } {
 }
 
 /** keyOf's key, made by `make` (this file's artifactKey or the package's). */
-function keyMadeBy(make: (spec: any) => ArtifactKey, i: number): { key: ArtifactKey; keyBytes: string } {
-  const tokenLayout = Array.from({ length: TOKENS }, (_, t) => (t * 31 + i * 7) % 128_000);
+function keyMadeBy(make: (spec: any) => ArtifactKey, i: number, tokens = TOKENS): { key: ArtifactKey; keyBytes: string } {
+  const tokenLayout = Array.from({ length: tokens }, (_, t) => (t * 31 + i * 7) % 128_000);
   const source = { snapshotKind: 'kv-page', runtime: 'test', model: 'test-model', adapter: 'none', profile: 'bf16', positionPolicy: 'absolute', task: `t${i}`, namespace: 'storage-worker-test', tokenLayout, extra: {} };
   const key = make({ source, sourcePageGeneration: 0, codec: 'none', codecConfig: 'none', representationVersion: 1 });
   return { key, keyBytes: Buffer.from(key.toBytes()).toString('base64') };
@@ -351,7 +351,7 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     expect(existsSync(`/dev/shm/${name}`)).toBe(false);
   });
 
-  it('bounds its socket: a 48 MiB line, 200 connections, one-byte writes, garbage and unread replies leave it serving, under 256 MiB more RSS', async () => {
+  it('bounds its socket: a 48 MiB line, lines held open, 200 connections, one-byte writes, garbage and unread replies leave it serving, under 256 MiB more RSS', async () => {
     const { send } = await start(64 << 20);
     const socketPath = join(tmpdir(), `${name}.sock`);
     const pid = child!.pid!;
@@ -360,13 +360,32 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     for (const k of published) expect(await prepare(send, k)).toMatchObject({ ok: true });
     const base = procStatusKiB(pid, 'VmRSS');
 
+    // A request the size the demo sends (a 200,000-token context: a line of about 1 MiB) is served.
+    const long = keyMadeBy(artifactKey, 36, 200_000);
+    expect(long.keyBytes.length).toBeGreaterThan(1 << 20);
+    expect(await prepare(send, long)).toMatchObject({ ok: true });
+
     // One 48 MiB line without a newline: one refusal naming the limit, then the connection closes.
     const big = rawClient(socketPath);
     await big.connected;
     big.socket.write(Buffer.alloc(48 << 20, 0x61));
     await big.closed;
     expect(big.lines).toHaveLength(1);
-    expect(JSON.parse(big.lines[0]!)).toEqual({ ok: false, error: 'request line longer than 65536 bytes; connection closed' });
+    expect(JSON.parse(big.lines[0]!)).toEqual({ ok: false, error: `request line longer than ${SOCKET_LIMITS.MAX_LINE_BYTES} bytes; connection closed` });
+
+    // Twelve connections each holding a line just under the limit: past what the worker holds
+    // unanswered over all connections, the one that would go over is refused.
+    const holders = Array.from({ length: 12 }, () => rawClient(socketPath));
+    await Promise.all(holders.map((c) => c.connected));
+    expect(12 * (SOCKET_LIMITS.MAX_LINE_BYTES - 1)).toBeGreaterThan(SOCKET_LIMITS.MAX_UNANSWERED_BYTES);
+    for (const c of holders) c.socket.write(Buffer.alloc(SOCKET_LIMITS.MAX_LINE_BYTES - 1, 0x62));
+    await Promise.any(holders.map((c) => c.firstLine));
+    const overflowed = holders.filter((c) => c.lines.length > 0);
+    for (const c of overflowed) {
+      expect(c.lines.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: `the storage worker holds ${SOCKET_LIMITS.MAX_UNANSWERED_BYTES} bytes of unanswered requests, its most; connection closed` }]);
+    }
+    for (const c of holders) c.socket.destroy();
+    await Promise.all(holders.map((c) => c.closed));
 
     // 200 connections at once: 64 are served; every other one is closed, told why while there
     // is room for refusals (as many as are served), unanswered past that.
@@ -441,7 +460,7 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
 
     // Still serving, and every artifact it published before is still there, record and all.
     expect(child!.exitCode).toBeNull();
-    for (const k of [...published, k33, k34]) {
+    for (const k of [...published, long, k33, k34]) {
       const lease = table.tryPin(k.key);
       if (lease.kind !== 'lease') throw new Error(`expected a hit, got ${lease.reason}`);
       expect(readArenaRecord({ tableName: name, key: k.key, meta: lease.meta }).kind).toBe('record');
@@ -451,7 +470,7 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     expect(grown).toBeLessThan(256 * 1024);
     const { code, stats } = await stop();
     expect(code).toBe(0);
-    expect(stats.prepared).toBe(6);
+    expect(stats.prepared).toBe(7);
   });
 
   it('refuses an existing arena directory that others may write, a symbolic link, or one of another owner, and leaves it and no table behind', async () => {

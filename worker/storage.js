@@ -317,15 +317,27 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
 
 /**
  * The socket's bounds. Anything on the host that can reach the socket is a client, so what
- * clients send must not grow the worker without limit: a request line is at most MAX_LINE_BYTES
- * (a request is a key of at most a few tens of KiB in base64); at most MAX_CONNECTIONS are served
- * at once, as many more are refused with a reply, and any beyond those are closed unanswered;
- * a connection whose client does not read its replies stops being read once MAX_REPLY_BACKLOG
- * bytes of them wait, until they drain. A served connection then holds at most one line, one read
- * chunk and that backlog, a refused one nothing but its reply: about 25 MiB for all of them
- * together. A refused connection is closed once its client closes, or LINGER_MS after the refusal.
+ * clients send must not grow the worker without limit:
+ * - a request line is at most MAX_LINE_BYTES: a key of up to a million tokens in base64 (4 bytes
+ *   a token, 4/3 in base64: 5.3 MiB) and its fields. The demo's requests are 100 KiB and more (a
+ *   14,000-token shared prefix and the context after it), so a line of tens of KiB would refuse
+ *   its own traffic;
+ * - the bytes received and not yet answered, over every connection together, are at most
+ *   MAX_UNANSWERED_BYTES: the connection that would go over is refused;
+ * - at most MAX_CONNECTIONS are served at once, as many more are refused with a reply, and any
+ *   beyond those are closed unanswered;
+ * - a connection whose client does not read its replies stops being read once MAX_REPLY_BACKLOG
+ *   bytes of them wait, until they drain.
+ * Together that is under 100 MiB of buffers, plus the one request being prepared. A refused
+ * connection is closed once its client closes, or LINGER_MS after the refusal.
  */
-export const SOCKET_LIMITS = Object.freeze({ MAX_LINE_BYTES: 64 * 1024, MAX_CONNECTIONS: 64, MAX_REPLY_BACKLOG: 256 * 1024, LINGER_MS: 10_000 });
+export const SOCKET_LIMITS = Object.freeze({
+  MAX_LINE_BYTES: 6 << 20,
+  MAX_UNANSWERED_BYTES: 64 << 20,
+  MAX_CONNECTIONS: 64,
+  MAX_REPLY_BACKLOG: 256 << 10,
+  LINGER_MS: 10_000,
+});
 
 /** One reply line; a reply is always one JSON object, so a client can tell it from the next. */
 function replyLine(reply) {
@@ -338,11 +350,13 @@ function replyLine(reply) {
  * get one `{ ok: false, error }` reply, and the connection is closed once it is written.
  */
 export function serveSocket(storage, socketPath) {
-  const { MAX_LINE_BYTES, MAX_CONNECTIONS, MAX_REPLY_BACKLOG, LINGER_MS } = SOCKET_LIMITS;
+  const { MAX_LINE_BYTES, MAX_UNANSWERED_BYTES, MAX_CONNECTIONS, MAX_REPLY_BACKLOG, LINGER_MS } = SOCKET_LIMITS;
   rmSync(socketPath, { force: true });
   /** Connections open: `held` in all, `serving` of them served (the rest are being refused). */
   let held = 0;
   let serving = 0;
+  /** Bytes received and not yet answered, over every connection. */
+  let unanswered = 0;
   const server = createServer((socket) => {
     // Room for as many refusals as served connections; past that a connection is dropped unanswered.
     if (held >= 2 * MAX_CONNECTIONS) {
@@ -352,13 +366,28 @@ export function serveSocket(storage, socketPath) {
     held++;
     socket.once('close', () => held--);
     socket.on('error', () => {});
+    /** Bytes received and not yet answered: whole lines, then at most one partial line. */
+    let pending = Buffer.alloc(0);
+    /** Whether `pending` holds a whole line, left for 'drain' while the reply backlog is full. */
+    let waiting = false;
+    /** Chunks of the partial line received since, none with a newline: joined when one comes. */
+    let parts = [];
+    let partBytes = 0;
     let refused = false;
+    const release = () => {
+      unanswered -= pending.length + partBytes;
+      pending = Buffer.alloc(0);
+      parts = [];
+      partBytes = 0;
+    };
+    socket.once('close', release);
     // A refused client may still be writing: closing at once would make its next write fail
     // (EPIPE), and its socket would be torn down before it read the reply. So the reply ends our
     // side, and what still comes is read and dropped, holding nothing, until the client closes
     // or LINGER_MS pass.
     const refuse = (error) => {
       refused = true;
+      release();
       socket.removeAllListeners('data');
       socket.on('data', () => {});
       socket.resume();
@@ -367,25 +396,20 @@ export function serveSocket(storage, socketPath) {
       timer.unref();
       socket.once('close', () => clearTimeout(timer));
     };
+    const tooLong = `request line longer than ${MAX_LINE_BYTES} bytes; connection closed`;
     if (serving >= MAX_CONNECTIONS) {
       refuse(`too many connections: the storage worker serves at most ${MAX_CONNECTIONS} at once; connection closed`);
       return;
     }
     serving++;
     socket.once('close', () => serving--);
-    /** Bytes received and not yet answered: whole lines, then at most one partial line. */
-    let pending = Buffer.alloc(0);
-    /** Whether `pending` holds a whole line, left for 'drain' while the reply backlog is full. */
-    let waiting = false;
-    /** Chunks of the partial line received since, none with a newline: joined when one comes. */
-    let parts = [];
-    let partBytes = 0;
     const serve = () => {
       if (refused) return;
       let newline;
       while (socket.writableLength < MAX_REPLY_BACKLOG && (newline = pending.indexOf(0x0a)) >= 0 && newline <= MAX_LINE_BYTES) {
         const line = pending.toString('utf8', 0, newline);
         pending = pending.subarray(newline + 1);
+        unanswered -= newline + 1;
         let reply;
         try {
           const request = JSON.parse(line);
@@ -397,7 +421,7 @@ export function serveSocket(storage, socketPath) {
       }
       const end = pending.indexOf(0x0a);
       if ((end < 0 ? pending.length : end) > MAX_LINE_BYTES) {
-        refuse(`request line longer than ${MAX_LINE_BYTES} bytes; connection closed`);
+        refuse(tooLong);
         return;
       }
       waiting = end >= 0;
@@ -407,16 +431,20 @@ export function serveSocket(storage, socketPath) {
     };
     socket.on('drain', serve);
     socket.on('data', (chunk) => {
-      if (!waiting && chunk.indexOf(0x0a) < 0) {
+      unanswered += chunk.length;
+      const partial = !waiting && chunk.indexOf(0x0a) < 0;
+      if (partial) {
         parts.push(chunk);
         partBytes += chunk.length;
-        if (pending.length + partBytes > MAX_LINE_BYTES) refuse(`request line longer than ${MAX_LINE_BYTES} bytes; connection closed`);
-        return;
+      } else {
+        pending = Buffer.concat([pending, ...parts, chunk]);
+        parts = [];
+        partBytes = 0;
       }
-      pending = Buffer.concat([pending, ...parts, chunk]);
-      parts = [];
-      partBytes = 0;
-      serve();
+      // A whole line over the limit is found by serve(), which answers the lines before it first.
+      if (partial && pending.length + partBytes > MAX_LINE_BYTES) refuse(tooLong);
+      else if (unanswered > MAX_UNANSWERED_BYTES) refuse(`the storage worker holds ${MAX_UNANSWERED_BYTES} bytes of unanswered requests, its most; connection closed`);
+      else if (!partial) serve();
     });
   });
   return new Promise((resolve, reject) => {
