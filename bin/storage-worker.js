@@ -5,7 +5,8 @@
 // Unix socket (`--socket PATH`) until told to exit, and cleans up. Its arena is the directory the
 // arena naming rule gives the table (`/dev/shm/<table>-arena`, docs/arena-records.md; `--arena`
 // may name it, under another root, with the same `<table>-arena` name), holding one arena
-// record per artifact. Its IPC channel carries only the lifecycle: 'ready' once it serves;
+// record per artifact; one that exists already is refused unless it is a directory, not a link,
+// owned by this user and writable by nobody else (ensureArenaDirectory). Its IPC channel carries only the lifecycle: 'ready' once it serves;
 // { type: 'exit' } is answered by { type: 'bye', stats }, then it closes the table, removes the
 // table, the socket and the arena files, and exits 0. A parent that disconnects without 'exit'
 // gets the same clean-up.

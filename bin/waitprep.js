@@ -37,7 +37,8 @@ commands:
   clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]
                             remove the tables in /dev/shm (or those named) whose producer and
                             every client are dead, with the demo's arena and socket named after
-                            them; only files with the waitprep magic; says what it removed and kept
+                            them; a named table also when no client is left (as after a reap);
+                            only files with the waitprep magic; says what it removed and kept
   help, --help, -h          this text
   --version                 the package version
 
@@ -71,8 +72,11 @@ ${EXIT_CODES}`,
   clean: `usage: ${CLEAN_USAGE}
 
 Removes the lease tables in /dev/shm (or only those named) whose producer and every client are
-dead, with the demo's arena and socket named after them. Only files with the waitprep magic and
-this ABI are judged; it says what it removed and what it kept, and why. --dry-run removes nothing.
+dead, with the demo's arena and socket named after them. A table with no client entry at all (its
+producer closed, or a reap released every dead client) is removed only when named: a scan keeps
+it, since its producer may reopen it, and names the command that removes it. A table a live
+process holds is always kept. Only files with the waitprep magic and this ABI are judged; it says
+what it removed and what it kept, and why. --dry-run removes nothing.
 A table is opened only when it is owned by this user and writable by nobody else (as for
 inspect); --trust-uid UID also accepts tables owned by UID, --trust-group-writable group-writable
 ones.

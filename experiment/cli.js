@@ -1,13 +1,16 @@
 // `waitprep experiment` (also `npm run experiment`): the command line of the virtual-time replay
 // (docs/experiment.md). Parses the options, runs the experiment (run.js), prints a table or one
 // JSON object, and writes the HTML report when asked. Progress goes to stderr.
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { POLICIES } from './policies.js';
 import { PRESETS } from './presets.js';
 import { formatHtml, formatMarkdown, formatTables } from './report.js';
 import { DEFAULT_MOONCAKE, mergeOutputs, runExperiment } from './run.js';
+import { readTraceText } from './traces.js';
+
+/** The most agents a run replays: the generator's own limit, applied to every trace. */
+const MAX_AGENTS = 1_000_000;
 
 export const EXPERIMENT_USAGE = `usage: waitprep experiment [options]
 
@@ -15,8 +18,8 @@ Replays one trace under every policy, on the same simulated storage tier, links 
 virtual time through the real WaitCoordinator; prints a table per (preset, agent count).
 
   --preset P[,P...]      ${Object.keys(PRESETS).join(' | ')} | all (default 8b-pcie5-nvme)
-  --agents N[,N...]      agent counts (default 1000); Mooncake: the first N sessions with a wait,
-                         tiled when the trace holds fewer
+  --agents N[,N...]      agent counts (default 1000, at most 1000000); Mooncake: the first N
+                         sessions with a wait, tiled when the trace holds fewer
   --seconds S            generated trace length (default 3600)
   --seeds N[,N...]       seeds (default 1,2,3): the generator's trace; for Mooncake and a JSONL
                          file, which engine each agent lands on
@@ -36,9 +39,17 @@ virtual time through the real WaitCoordinator; prints a table per (preset, agent
   --quiet                no progress on stderr`;
 
 
-function usageExit(message) {
-  console.error(`waitprep experiment: ${message}\n\n${EXPERIMENT_USAGE}`);
+/**
+ * Exits 2 with one line naming the option or input at fault: line breaks that the input put
+ * into the message are printed as spaces.
+ */
+function inputExit(message, suffix = '') {
+  console.error(`waitprep experiment: ${String(message).replace(/[\r\n\u2028\u2029]+/g, ' ')}${suffix}`);
   process.exit(2);
+}
+
+function usageExit(message) {
+  inputExit(message, ' (`waitprep experiment --help` lists the options)');
 }
 
 function list(text, name, parse) {
@@ -50,6 +61,18 @@ function list(text, name, parse) {
 function positiveInteger(text, name) {
   const n = Number(text);
   if (!Number.isSafeInteger(n) || n < 1) usageExit(`--${name}: expected a positive integer, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+function agentCount(text, name) {
+  const n = positiveInteger(text, name);
+  if (n > MAX_AGENTS) usageExit(`--${name}: expected at most ${MAX_AGENTS} agents, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+function nonNegativeInteger(text, name) {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 0) usageExit(`--${name}: expected an integer >= 0, got ${JSON.stringify(text)}`);
   return n;
 }
 
@@ -100,12 +123,12 @@ export function experimentOptions(args) {
   const known = new Set(POLICIES.map((p) => p.name));
   return {
     presets,
-    agents: values.agents === undefined ? [1000] : list(values.agents, 'agents', positiveInteger),
+    agents: values.agents === undefined ? [1000] : list(values.agents, 'agents', agentCount),
     seconds: values.seconds === undefined ? 3600 : positiveNumber(values.seconds, 'seconds'),
     seeds: values.seeds === undefined ? [1, 2, 3] : list(values.seeds, 'seeds', integer),
     trace: values.trace ?? 'generator',
     mooncakeFile: values['mooncake-file'] ?? DEFAULT_MOONCAKE,
-    sharedPrefixTokens: values['shared-prefix-tokens'] === undefined ? 0 : integer(values['shared-prefix-tokens'], 'shared-prefix-tokens'),
+    sharedPrefixTokens: values['shared-prefix-tokens'] === undefined ? 0 : nonNegativeInteger(values['shared-prefix-tokens'], 'shared-prefix-tokens'),
     policies: values.policies === undefined ? null : list(values.policies, 'policies', (s) => {
       if (!known.has(s)) usageExit(`--policies: unknown policy ${JSON.stringify(s)}`);
       return s;
@@ -122,9 +145,30 @@ export function experimentOptions(args) {
 /** The saved outputs `--from` names, merged; an unreadable or unmergeable file is a usage error. */
 function fromFiles(files) {
   try {
-    return mergeOutputs(files.map((file) => JSON.parse(readFileSync(file, 'utf8'))));
+    return mergeOutputs(files.map((file) => {
+      const text = readTraceText(file, '--from');
+      try {
+        return JSON.parse(text);
+      } catch (error) {
+        throw new Error(`${JSON.stringify(file)} is not one JSON object (${error.message})`);
+      }
+    }));
   } catch (error) {
-    return usageExit(`--from: ${error.message}`);
+    return inputExit(error.field === '--from' ? error.message : `--from: ${error.message}`);
+  }
+}
+
+/**
+ * Runs the experiment; an input it refuses (a trace that cannot be read, parsed or replayed: an
+ * ERR_INVALID_ARGUMENT whose `field` names the option) exits 2 with one line, as a bad option
+ * does. Anything else is a bug, and keeps its stack.
+ */
+function run(options, hooks) {
+  try {
+    return runExperiment(options, hooks);
+  } catch (error) {
+    if (error?.code === 'ERR_INVALID_ARGUMENT' && typeof error.field === 'string' && error.field.startsWith('--')) return inputExit(error.message);
+    throw error;
   }
 }
 
@@ -133,7 +177,7 @@ export function experiment(args) {
   const { json, markdown, from, html, quiet, ...options } = experimentOptions(args);
   const started = performance.now();
   const log = quiet ? () => {} : (line) => process.stderr.write(line);
-  const output = from !== null ? fromFiles(from) : runExperiment(options, {
+  const output = from !== null ? fromFiles(from) : run(options, {
     onReplay: ({ preset, agents, seed, policy, result, done, total }) => {
       const wall = ((performance.now() - started) / 1000).toFixed(1);
       log(`\r[${done}/${total} ${wall} s] ${preset} ${agents} agents seed ${seed} ${policy}: hit ${(100 * result.hitRate).toFixed(1)}%`.padEnd(100) + (done === total ? '\n' : ''));
@@ -143,7 +187,11 @@ export function experiment(args) {
   else if (markdown) process.stdout.write(formatMarkdown(output) + '\n');
   else process.stdout.write(formatTables(output) + '\n');
   if (html !== null) {
-    writeFileSync(html, formatHtml(output));
+    try {
+      writeFileSync(html, formatHtml(output));
+    } catch (error) {
+      inputExit(`--html: cannot write ${JSON.stringify(html)}: ${error.message}`);
+    }
     log(`report: ${html}\n`);
   }
 }

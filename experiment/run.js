@@ -2,13 +2,11 @@
 // each replay on the same trace, aggregated into one JSON-able object. `onReplay` hears of each
 // replay as it ends (the CLI's progress line); nothing here reads a wall clock, so the object is
 // the same, byte for byte, for the same arguments.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { POLICIES, pickPolicies } from './policies.js';
 import { PRESETS, SOURCES, resolvePreset } from './presets.js';
 import { replay } from './replay.js';
-import { generatorTrace, jsonlTrace, mooncakeTrace } from './traces.js';
+import { checkReplayable, generatorTrace, inputError, jsonlTrace, mooncakeTrace, readTraceText } from './traces.js';
 
 /** Spread of one figure over the seeds. */
 function spread(values) {
@@ -27,29 +25,36 @@ function hitsOfOracle(results, oracleResults) {
 /** The Mooncake trace shipped with the experiment (Brotli-compressed; experiment/traces/README.md). */
 export const DEFAULT_MOONCAKE = join(import.meta.dirname, 'traces', 'mooncake-fast25-conversation.jsonl.br');
 
-/** A trace file's text; a `.br` or `.gz` file is decompressed first. */
-function readTraceText(path) {
-  const bytes = readFileSync(path);
-  if (path.endsWith('.br')) return brotliDecompressSync(bytes).toString('utf8');
-  if (path.endsWith('.gz')) return gunzipSync(bytes).toString('utf8');
-  return bytes.toString('utf8');
-}
-
 /** The trace path as reported: relative to the package for the shipped trace, as given otherwise. */
 function displayedTracePath(path) {
   return path === DEFAULT_MOONCAKE ? 'experiment/traces/mooncake-fast25-conversation.jsonl.br' : path;
 }
 
-function traceFor(options, agents, seed, cache) {
+/**
+ * The trace for one (agent count, seed), checked against `bounds` (checkReplayable) before its
+ * first replay. A file that cannot be read or parsed, or a trace that cannot be replayed, is an
+ * ERR_INVALID_ARGUMENT whose `field` is the option that named it.
+ */
+function traceFor(options, agents, seed, cache, bounds) {
   const { trace } = options;
-  if (trace === 'generator') return generatorTrace({ agents, seconds: options.seconds, seed });
+  const generated = trace === 'generator';
   const id = `${trace}/${agents}`;
-  let built = cache.get(id);
+  let built = generated ? undefined : cache.get(id);
   if (built === undefined) {
-    built = trace === 'mooncake'
-      ? mooncakeTrace(readTraceText(options.mooncakeFile), { agents })
-      : jsonlTrace(trace, readFileSync(trace, 'utf8'), { sharedTokens: options.sharedPrefixTokens });
-    cache.set(id, built);
+    const option = generated ? '--seconds' : trace === 'mooncake' ? '--mooncake-file' : '--trace';
+    const path = trace === 'mooncake' ? options.mooncakeFile : trace;
+    try {
+      built = generated
+        ? generatorTrace({ agents, seconds: options.seconds, seed })
+        : trace === 'mooncake'
+          ? mooncakeTrace(readTraceText(path, option), { agents })
+          : jsonlTrace(trace, readTraceText(path, option), { sharedTokens: options.sharedPrefixTokens });
+      checkReplayable(built, bounds);
+    } catch (error) {
+      if (error?.code !== 'ERR_INVALID_ARGUMENT' || error.field === option) throw error;
+      throw inputError(option, `${generated ? `the generated trace of ${agents} agents, seed ${seed}` : JSON.stringify(path)}: ${error.message}`, error);
+    }
+    if (!generated) cache.set(id, built);
   }
   return built;
 }
@@ -64,6 +69,8 @@ export function runExperiment(options, { onReplay = () => {}, onProgress = null 
   const presets = options.presets.map((name) => resolvePreset(name));
   const cache = new Map();
   const total = presets.length * options.agents.length * options.seeds.length * policies.length;
+  // A run holds every policy's series for the seeds of one (preset, agent count), and keeps the first seed's of each.
+  const bounds = { presets, sampleSeconds: options.sampleSeconds, seriesKept: policies.length * (options.seeds.length + presets.length * options.agents.length) };
   let done = 0;
   const runs = [];
   for (const preset of presets) {
@@ -71,7 +78,7 @@ export function runExperiment(options, { onReplay = () => {}, onProgress = null 
       const perPolicy = policies.map(() => []);
       let traceInfo = null;
       for (const seed of options.seeds) {
-        const trace = traceFor(options, agents, seed, cache);
+        const trace = traceFor(options, agents, seed, cache, bounds);
         traceInfo ??= trace.info;
         policies.forEach((policy, i) => {
           const result = replay(trace, preset, policy, {

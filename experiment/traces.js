@@ -11,8 +11,11 @@
 // and length, explicit ids as they are), not from the expanded token ids: two waits share a key
 // exactly when their specs are equal, as with keyFromSpec, but 100,000 keys take a second instead
 // of a minute. Mooncake keys are the hash-id chains themselves.
-import { artifactKey } from 'waitprep';
-import { TRACE_KEY_BASE, generateTrace, loadTraceJsonl } from 'waitprep/trace';
+import { constants as bufferConstants } from 'node:buffer';
+import { closeSync, constants as fsConstants, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
+import { WaitprepError, artifactKey } from 'waitprep';
+import { MAX_SPEC_TOKENS, TRACE_KEY_BASE, generateTrace, loadTraceJsonl } from 'waitprep/trace';
 
 const BLOCK_TOKENS = 512;
 
@@ -112,7 +115,158 @@ export function generatorTrace({ agents, seconds, seed }) {
 
 /** A JSONL trace file's text (loadTraceJsonl), with no shared prefix unless told. */
 export function jsonlTrace(path, text, { sharedTokens = 0 } = {}) {
-  return fromEvents(path, loadTraceJsonl(text), { sharedTokens, info: { source: path } });
+  const trace = fromEvents(path, loadTraceJsonl(text), { sharedTokens, info: { source: path } });
+  // The line of the last event, for an error about its time; kept out of `info`, which reports print.
+  return Object.assign(trace, { lastLine: lastLineNumber(text) });
+}
+
+/** The number of the last line that is not blank (as loadTraceJsonl counts lines), or 0. */
+function lastLineNumber(text) {
+  const body = text.trimEnd();
+  if (body.length === 0) return 0;
+  let lines = 1;
+  for (let at = body.indexOf('\n'); at >= 0; at = body.indexOf('\n', at + 1)) lines++;
+  return lines;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading a trace and checking it can be replayed, before anything is replayed. Every refusal is
+// an ERR_INVALID_ARGUMENT whose `field` is the command-line option that named the input, and
+// whose message is one line naming the file, the line and the field (or the option).
+
+/** The most bytes of trace text read, before or after decompression: what one string can hold. */
+export const MAX_TRACE_BYTES = bufferConstants.MAX_STRING_LENGTH;
+
+/** A refusal of what `option` named. */
+export function inputError(option, message, cause) {
+  return new WaitprepError('ERR_INVALID_ARGUMENT', `${option}: ${message}`, { field: option, cause });
+}
+
+function kindOf(stat) {
+  if (stat.isDirectory()) return 'a directory';
+  if (stat.isFIFO()) return 'a FIFO';
+  if (stat.isCharacterDevice()) return 'a character device';
+  if (stat.isBlockDevice()) return 'a block device';
+  if (stat.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+/**
+ * The text of the trace file at `path`, which `option` named; a `.br` or `.gz` file is
+ * decompressed first. Only a regular file is read: a directory, FIFO, device or socket is refused
+ * from its status, before it is opened (reading /dev/zero or a FIFO would never end, and opening
+ * a FIFO would wait for a writer), and it is opened non-blocking and checked again, so a file
+ * swapped in between is refused too. Text over MAX_TRACE_BYTES is refused.
+ */
+export function readTraceText(path, option) {
+  const shown = JSON.stringify(path);
+  let stat;
+  try {
+    stat = statSync(path);
+  } catch (error) {
+    throw inputError(option, `cannot read ${shown}: ${error.code === 'ENOENT' ? 'no such file' : error.message}`, error);
+  }
+  if (!stat.isFile()) throw inputError(option, `${shown} is ${kindOf(stat)}, not a regular file: refused without reading it`);
+  const tooLarge = (bytes, what) => inputError(option, `${shown} ${what} ${bytes} bytes, over the ${MAX_TRACE_BYTES} a trace may have (the most one string holds)`);
+  if (stat.size > MAX_TRACE_BYTES) throw tooLarge(stat.size, 'has');
+  let bytes;
+  let fd;
+  try {
+    fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+    const opened = fstatSync(fd);
+    if (!opened.isFile() || opened.dev !== stat.dev || opened.ino !== stat.ino) throw inputError(option, `${shown} was replaced while it was opened: refused`);
+    if (opened.size > MAX_TRACE_BYTES) throw tooLarge(opened.size, 'has');
+    bytes = Buffer.allocUnsafe(opened.size);
+    let at = 0;
+    for (let n; at < bytes.length && (n = readSync(fd, bytes, at, bytes.length - at, at)) > 0;) at += n;
+    bytes = bytes.subarray(0, at);
+  } catch (error) {
+    if (error instanceof WaitprepError) throw error;
+    throw inputError(option, `cannot read ${shown}: ${error.message}`, error);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  const compressed = path.endsWith('.br') ? 'Brotli' : path.endsWith('.gz') ? 'gzip' : null;
+  if (compressed !== null) {
+    try {
+      const decompress = compressed === 'Brotli' ? brotliDecompressSync : gunzipSync;
+      bytes = decompress(bytes, { maxOutputLength: MAX_TRACE_BYTES });
+    } catch (error) {
+      if (error?.code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(MAX_TRACE_BYTES, 'decompresses to more than');
+      throw inputError(option, `${shown} is not ${compressed}-compressed data (${error.message})`, error);
+    }
+  }
+  return bytes.toString('utf8');
+}
+
+/**
+ * Bytes one memory sample of a replay takes while the run holds it: an array of six numbers
+ * (about 107 bytes measured on V8) and its slot in the series.
+ */
+const SAMPLE_BYTES = 112;
+/** The most memory samples one run keeps: about 256 MiB of them, and about 110 MB as JSON. */
+export const MAX_KEPT_SAMPLES = Math.floor((256 << 20) / SAMPLE_BYTES);
+
+const formatBytes = (bytes) => (bytes >= 2 ** 30 ? `${Number((bytes / 2 ** 30).toPrecision(3))} GiB` : `${Math.ceil(bytes / 2 ** 20)} MiB`);
+
+/**
+ * Throws unless `trace` can be replayed on `presets` in bounded memory and time:
+ *
+ * - A replay samples memory every `sampleSeconds` from t = 0 to the trace's last event, and the
+ *   run keeps `seriesKept` replays' series (every policy of the current agent count and seed,
+ *   and the first seed's of each run done), so a trace that ends late, or starts late, costs
+ *   memory however few its events. Over MAX_KEPT_SAMPLES, it is refused with the memory it would
+ *   need and the sampling interval that would fit.
+ * - The replay's clock is a double in seconds, and a transfer ends within a byte of its size: at
+ *   times whose spacing (the double's ulp) is over 2 bytes' time at a preset's fastest link, a
+ *   transfer can be left a byte short at a time the clock cannot step past, and the replay would
+ *   never end. A trace whose last event lies beyond that is refused.
+ *
+ * The refusal is an ERR_INVALID_ARGUMENT naming the line of the last event when the trace has
+ * `lastLine`, and the option that would make it fit.
+ */
+export function checkReplayable(trace, { presets, sampleSeconds, seriesKept }) {
+  const lastT = trace.info.lastT;
+  const firstT = trace.events.length > 0 ? trace.events[0].t : 0;
+  const last = `its last event${trace.lastLine ? ` (line ${trace.lastLine}, field t)` : ''} at t = ${lastT} s`;
+  let clock = null;
+  for (const preset of presets) {
+    const rate = fastestLink(preset);
+    const limit = 2 ** Math.ceil(53 - Math.log2(rate));
+    if (rate > 0 && lastT >= limit) {
+      clock = `is past ${limit} s, where the replay's clock can no longer tell apart the time a byte takes on preset ` +
+        `${preset.name}'s fastest link (${rate} bytes/s), so the replay might never end`;
+      break;
+    }
+  }
+  let memory = null;
+  const perReplay = Math.floor(lastT / sampleSeconds) + 1;
+  if (!(perReplay * seriesKept <= MAX_KEPT_SAMPLES)) {
+    const fits = lastT / (Math.floor(MAX_KEPT_SAMPLES / seriesKept) - 1);
+    memory = `a replay samples memory every ${sampleSeconds} s from t = 0 to ${last}: ${perReplay} samples per replay, ` +
+      `${seriesKept} replays' worth kept by this run, about ${formatBytes(perReplay * seriesKept * SAMPLE_BYTES)} ` +
+      `(a run keeps at most ${MAX_KEPT_SAMPLES} samples, about ${formatBytes(MAX_KEPT_SAMPLES * SAMPLE_BYTES)})` +
+      (clock === null && Number.isFinite(fits) && fits > 0 ? `; --sample-seconds ${roundUp(fits)} or more would fit` : '');
+  }
+  if (memory === null && clock === null) return;
+  const problems = memory === null ? `${last} ${clock}` : clock === null ? memory : `${memory}; and that time ${clock}`;
+  const remedy = firstT > lastT / 2 ? `; it starts at t = ${firstT} s: shift its times to start near 0` : clock !== null ? '; cut the trace shorter' : '';
+  throw new WaitprepError('ERR_INVALID_ARGUMENT', `refused before replaying: ${problems}${remedy}`, { field: memory === null ? 't' : 'sample-seconds' });
+}
+
+/** `x` rounded up to two significant digits. */
+function roundUp(x) {
+  const step = 10 ** (Math.floor(Math.log10(x)) - 1);
+  return Number((Math.ceil(x / step) * step).toPrecision(2));
+}
+
+/** The fastest of a preset's link rates (its fields in bytes per second). */
+function fastestLink(preset) {
+  let fastest = 0;
+  for (const [name, value] of Object.entries(preset)) {
+    if (/BytesPerSec/.test(name) && typeof value === 'number' && Number.isFinite(value)) fastest = Math.max(fastest, value);
+  }
+  return fastest;
 }
 
 /** The serving assumptions the Mooncake importer uses for a turn's service time. */
@@ -139,11 +293,11 @@ export const MOONCAKE_SERVICE = Object.freeze({ prefillTokensPerSec: 10_000, sec
  */
 export function mooncakeTrace(text, { agents = null, service = MOONCAKE_SERVICE, name = 'mooncake-fast25-conversation' } = {}) {
   const requests = [];
-  for (const line of text.split('\n')) {
-    const trimmed = line.trim();
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const trimmed = lines[i].trim();
     if (trimmed === '') continue;
-    const r = JSON.parse(trimmed);
-    if (!Number.isFinite(r.timestamp) || !Array.isArray(r.hash_ids) || r.hash_ids.length === 0) throw new Error(`not a Mooncake request line: ${trimmed.slice(0, 80)}`);
+    const r = mooncakeRequest(trimmed, i + 1);
     requests.push({ index: requests.length, t: r.timestamp / 1000, input: r.input_length, output: r.output_length, ids: r.hash_ids });
   }
   requests.sort((a, b) => a.t - b.t || a.index - b.index);
@@ -243,6 +397,37 @@ export function mooncakeTrace(text, { agents = null, service = MOONCAKE_SERVICE,
     source: 'mooncake', requests: requests.length, sessions, sessionsWithWaits: available.length, copies, overlapping,
     service: { ...service },
   });
+}
+
+/**
+ * One Mooncake request line, checked: `timestamp` a finite number of milliseconds >= 0, the
+ * lengths integers in [0, MAX_SPEC_TOKENS] (as a JSONL trace's key may hold), `hash_ids` a
+ * non-empty array of uint32 (they become the key's token layout). Throws ERR_INVALID_ARGUMENT
+ * naming the line and the field.
+ */
+function mooncakeRequest(line, number) {
+  const bad = (field, expected, got) => {
+    const shown = typeof got === 'string' ? JSON.stringify(got.slice(0, 60)) : Array.isArray(got) ? `an array of length ${got.length}` : typeof got === 'object' && got !== null ? 'an object' : String(got);
+    return new WaitprepError('ERR_INVALID_ARGUMENT', `line ${number}: expected \`${field}\` to be ${expected}, got ${shown}`, { field });
+  };
+  let r;
+  try {
+    r = JSON.parse(line);
+  } catch (error) {
+    throw new WaitprepError('ERR_INVALID_ARGUMENT', `line ${number}: not one JSON object (${error.message})`, { field: 'line', cause: error });
+  }
+  if (typeof r !== 'object' || r === null || Array.isArray(r)) throw bad('line', 'a JSON object { timestamp, input_length, output_length, hash_ids }', r);
+  if (typeof r.timestamp !== 'number' || !Number.isFinite(r.timestamp) || r.timestamp < 0) throw bad('timestamp', 'a finite number of milliseconds >= 0', r.timestamp);
+  for (const field of ['input_length', 'output_length']) {
+    const value = r[field];
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_SPEC_TOKENS) throw bad(field, `an integer in [0, ${MAX_SPEC_TOKENS}]`, value);
+  }
+  const ids = r.hash_ids;
+  if (!Array.isArray(ids) || ids.length === 0) throw bad('hash_ids', 'a non-empty array of block hash ids', ids);
+  for (let j = 0; j < ids.length; j++) {
+    if (typeof ids[j] !== 'number' || !Number.isInteger(ids[j]) || ids[j] < 0 || ids[j] > 0xffff_ffff) throw bad(`hash_ids[${j}]`, 'an integer in [0, 2^32-1]', ids[j]);
+  }
+  return r;
 }
 
 function serviceSeconds(r, service) {

@@ -8,6 +8,8 @@
 // `keyBytes` is the key's wire form in base64: its canonical encoding (docs/key-encoding.md), as
 // PreparationTask.keyBytes carries it. It is decoded strictly (decodeArtifactKey, which hashes it
 // once); bytes that are not a key, or whose digest is not the request's keyHex, are refused.
+// The socket is bounded whatever clients send (SOCKET_LIMITS), and an arena directory that exists
+// already is used only if it passes the lease table's trust rules (ensureArenaDirectory).
 //
 // What "prepare" means here (a stand-in, nothing is compressed and nothing is a real snapshot):
 //   1. reserve the key's slot (consumers see `preparing` from now on);
@@ -32,10 +34,10 @@
 // An evicted artifact's arena file is removed and its index reused.
 // "Recently used" = published or requested again (a request for a key already published).
 // Dead clients' pins are reaped every 500 ms.
-import { mkdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
-import { MAX_ARENA_INDEX, arenaDirectory, arenaLocation, decodeArtifactKey, encodeArenaRecord, readArenaRecord, recordChecksum, splitLocation } from 'waitprep';
+import { MAX_ARENA_INDEX, arenaDirectory, ensureArenaDirectory, arenaLocation, decodeArtifactKey, encodeArenaRecord, readArenaRecord, recordChecksum, splitLocation } from 'waitprep';
 
 /** Bytes per element of the dtypes the synthetic source uses. */
 const DTYPE_SIZE = { BF16: 2, F16: 2, F32: 4, U8: 1 };
@@ -164,7 +166,10 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
   if (arenaDir !== arenaDirectory(table.name, arenaRoot)) {
     throw new Error(`the arena directory ${arenaDir} is not ${arenaDirectory(table.name, arenaRoot)}: arenas of table ${table.name} are named <root>/${table.name}-arena (docs/arena-records.md)`);
   }
-  mkdirSync(arenaDir, { recursive: true });
+  // Made 0o755 when absent; an existing one is used only under the table's trust rules (owned by
+  // this user, a directory and not a link, writable by nobody else, every entry a regular file of
+  // ours): whoever else could write it could swap a record under a published location.
+  ensureArenaDirectory(table.name, { root: arenaRoot });
   /** keyHex -> { key, location, sizeBytes, recordBytes }, in least-recently-used-first order. */
   const resident = new Map();
   let usedBytes = 0;
@@ -291,18 +296,101 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
   return { handle, stats: snapshot, close };
 }
 
-/** Serves `storage.handle` on a Unix socket: one JSON request per line, one JSON reply per line. */
+/**
+ * The socket's bounds. Anything on the host that can reach the socket is a client, so what
+ * clients send must not grow the worker without limit:
+ * - a request line is at most MAX_LINE_BYTES: a key of up to a million tokens in base64 (4 bytes
+ *   a token, 4/3 in base64: 5.3 MiB) and its fields. The demo's requests are 100 KiB and more (a
+ *   14,000-token shared prefix and the context after it), so a line of tens of KiB would refuse
+ *   its own traffic;
+ * - the bytes received and not yet answered, over every connection together, are at most
+ *   MAX_UNANSWERED_BYTES: the connection that would go over is refused;
+ * - at most MAX_CONNECTIONS are served at once, as many more are refused with a reply, and any
+ *   beyond those are closed unanswered;
+ * - a connection whose client does not read its replies stops being read once MAX_REPLY_BACKLOG
+ *   bytes of them wait, until they drain.
+ * Together that is under 100 MiB of buffers, plus the one request being prepared. A refused
+ * connection is closed once its client closes, or LINGER_MS after the refusal.
+ */
+export const SOCKET_LIMITS = Object.freeze({
+  MAX_LINE_BYTES: 6 << 20,
+  MAX_UNANSWERED_BYTES: 64 << 20,
+  MAX_CONNECTIONS: 64,
+  MAX_REPLY_BACKLOG: 256 << 10,
+  LINGER_MS: 10_000,
+});
+
+/** One reply line; a reply is always one JSON object, so a client can tell it from the next. */
+function replyLine(reply) {
+  return JSON.stringify(reply) + '\n';
+}
+
+/**
+ * Serves `storage.handle` on a Unix socket: one JSON request per line, one JSON reply per line,
+ * within SOCKET_LIMITS. A line longer than MAX_LINE_BYTES and a connection over MAX_CONNECTIONS
+ * get one `{ ok: false, error }` reply, and the connection is closed once it is written.
+ */
 export function serveSocket(storage, socketPath) {
+  const { MAX_LINE_BYTES, MAX_UNANSWERED_BYTES, MAX_CONNECTIONS, MAX_REPLY_BACKLOG, LINGER_MS } = SOCKET_LIMITS;
   rmSync(socketPath, { force: true });
+  /** Connections open: `held` in all, `serving` of them served (the rest are being refused). */
+  let held = 0;
+  let serving = 0;
+  /** Bytes received and not yet answered, over every connection. */
+  let unanswered = 0;
   const server = createServer((socket) => {
-    let buffered = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
-      buffered += chunk;
+    // Room for as many refusals as served connections; past that a connection is dropped unanswered.
+    if (held >= 2 * MAX_CONNECTIONS) {
+      socket.destroy();
+      return;
+    }
+    held++;
+    socket.once('close', () => held--);
+    socket.on('error', () => {});
+    /** Bytes received and not yet answered: whole lines, then at most one partial line. */
+    let pending = Buffer.alloc(0);
+    /** Whether `pending` holds a whole line, left for 'drain' while the reply backlog is full. */
+    let waiting = false;
+    /** Chunks of the partial line received since, none with a newline: joined when one comes. */
+    let parts = [];
+    let partBytes = 0;
+    let refused = false;
+    const release = () => {
+      unanswered -= pending.length + partBytes;
+      pending = Buffer.alloc(0);
+      parts = [];
+      partBytes = 0;
+    };
+    socket.once('close', release);
+    // A refused client may still be writing: closing at once would make its next write fail
+    // (EPIPE), and its socket would be torn down before it read the reply. So the reply ends our
+    // side, and what still comes is read and dropped, holding nothing, until the client closes
+    // or LINGER_MS pass.
+    const refuse = (error) => {
+      refused = true;
+      release();
+      socket.removeAllListeners('data');
+      socket.on('data', () => {});
+      socket.resume();
+      socket.end(replyLine({ ok: false, error }));
+      const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+      timer.unref();
+      socket.once('close', () => clearTimeout(timer));
+    };
+    const tooLong = `request line longer than ${MAX_LINE_BYTES} bytes; connection closed`;
+    if (serving >= MAX_CONNECTIONS) {
+      refuse(`too many connections: the storage worker serves at most ${MAX_CONNECTIONS} at once; connection closed`);
+      return;
+    }
+    serving++;
+    socket.once('close', () => serving--);
+    const serve = () => {
+      if (refused) return;
       let newline;
-      while ((newline = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, newline);
-        buffered = buffered.slice(newline + 1);
+      while (socket.writableLength < MAX_REPLY_BACKLOG && (newline = pending.indexOf(0x0a)) >= 0 && newline <= MAX_LINE_BYTES) {
+        const line = pending.toString('utf8', 0, newline);
+        pending = pending.subarray(newline + 1);
+        unanswered -= newline + 1;
         let reply;
         try {
           const request = JSON.parse(line);
@@ -310,10 +398,35 @@ export function serveSocket(storage, socketPath) {
         } catch (error) {
           reply = { ok: false, error: `bad request: ${error.message}` };
         }
-        socket.write(JSON.stringify(reply) + '\n');
+        socket.write(replyLine(reply));
       }
+      const end = pending.indexOf(0x0a);
+      if ((end < 0 ? pending.length : end) > MAX_LINE_BYTES) {
+        refuse(tooLong);
+        return;
+      }
+      waiting = end >= 0;
+      // With the backlog full, stop reading until the client takes its replies ('drain').
+      if (socket.writableLength >= MAX_REPLY_BACKLOG) socket.pause();
+      else if (socket.isPaused()) socket.resume();
+    };
+    socket.on('drain', serve);
+    socket.on('data', (chunk) => {
+      unanswered += chunk.length;
+      const partial = !waiting && chunk.indexOf(0x0a) < 0;
+      if (partial) {
+        parts.push(chunk);
+        partBytes += chunk.length;
+      } else {
+        pending = Buffer.concat([pending, ...parts, chunk]);
+        parts = [];
+        partBytes = 0;
+      }
+      // A whole line over the limit is found by serve(), which answers the lines before it first.
+      if (partial && pending.length + partBytes > MAX_LINE_BYTES) refuse(tooLong);
+      else if (unanswered > MAX_UNANSWERED_BYTES) refuse(`the storage worker holds ${MAX_UNANSWERED_BYTES} bytes of unanswered requests, its most; connection closed`);
+      else if (!partial) serve();
     });
-    socket.on('error', () => {});
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -56,11 +56,13 @@ function removeDemoSocket(name) {
  * Judges one waitprep table for `clean`: open it as a consumer (which validates the segment as
  * inspect does), and remove it only when every client entry but ours is judged dead, the producer
  * included. An entry of another or unknown namespace, or mid-reap by an unregistered reaper, is
- * not dead, so its table is kept; so is a table with no entry at all, which no crash left (a
- * producer that closed may reopen it). The name is unlinked while our entry is still registered,
- * which keeps the window in which a new client could attach to a name about to go as short as it can be.
+ * not dead, so its table is kept. A table with no entry at all (a producer that closed, or one
+ * that `reap` emptied) is removed only when `named`: a scan cannot tell it from a table whose
+ * producer closed on purpose and will reopen it, while naming it says it is unwanted. The name is
+ * unlinked while our entry is still registered, which keeps the window in which a new client
+ * could attach to a name about to go as short as it can be.
  */
-function cleanOne(name, dryRun, trust) {
+function cleanOne(name, dryRun, trust, named) {
   const path = `${SHM}/${name}`;
   let table;
   try {
@@ -74,8 +76,14 @@ function cleanOne(name, dryRun, trust) {
     const others = report.clients;
     const notDead = others.filter((c) => c.liveness !== 'dead');
     const pids = others.map((c) => c.pid);
-    if (others.length === 0) {
-      outcome = { table: name, path, removed: false, reason: 'no client entries: no crash left it (a producer that closed may reopen it); unlink it by hand if it is unwanted', exit: EXIT.HEALTHY };
+    if (others.length === 0 && !named) {
+      outcome = {
+        table: name, path, removed: false,
+        reason: `no client entries (a producer that closed, or a reap, left it empty; the producer may reopen it): name it to remove it, \`waitprep clean ${name}\``,
+        exit: EXIT.HEALTHY,
+      };
+    } else if (others.length === 0) {
+      outcome = { table: name, path, removed: !dryRun, wouldRemove: dryRun || undefined, reason: 'named, and no client entries: no process has it open', deadClients: [], exit: EXIT.HEALTHY };
     } else if (notDead.length > 0) {
       const c = notDead[0];
       const more = notDead.length > 1 ? ` and ${notDead.length - 1} more not dead` : '';
@@ -93,16 +101,16 @@ function cleanOne(name, dryRun, trust) {
         deadClients: others.map((c) => ({ index: c.index, pid: c.pid, producer: c.producer })),
         exit: EXIT.HEALTHY,
       };
-      if (!dryRun) {
-        let unlinked = false;
-        let why = 'shm_unlink failed';
-        try {
-          unlinked = unlinkLeaseTable(name);
-        } catch (error) {
-          why = error instanceof Error ? error.message : String(error);
-        }
-        if (!unlinked) outcome = { ...outcome, removed: false, reason: `${outcome.reason}, but it could not be removed: ${why}`, code: 'ERR_SYSTEM', exit: EXIT.ERROR };
+    }
+    if (outcome.removed) {
+      let unlinked = false;
+      let why = 'shm_unlink failed';
+      try {
+        unlinked = unlinkLeaseTable(name);
+      } catch (error) {
+        why = error instanceof Error ? error.message : String(error);
       }
+      if (!unlinked) outcome = { ...outcome, removed: false, reason: `${outcome.reason}, but it could not be removed: ${why}`, code: 'ERR_SYSTEM', exit: EXIT.ERROR };
     }
   } finally {
     table.close();
@@ -151,8 +159,9 @@ function cleanHuman(r) {
 
 /**
  * `waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]`: removes the lease tables that crashes left
- * behind (every client dead, the producer included), the demo's arenas and sockets named after
- * them, and says what it removed and what it kept and why. Without names it scans /dev/shm and
+ * behind (every client dead, the producer included), and named tables with no client left (as a
+ * reap leaves them), the demo's arenas and sockets named after them, and says what it removed and
+ * what it kept and why. Without names it scans /dev/shm and
  * considers only files with the waitprep magic; a named file without it is refused (exit 4).
  * Exit: the highest of each table's: 0 removed or kept in use, 1 kept with dead pins or a dead
  * producer (needs a reap), 3 a named table missing, 4 not a table of this ABI, 5 any other error.
@@ -172,7 +181,7 @@ export function clean(args) {
       const path = `${SHM}/${name}`;
       const header = headerOf(path);
       if (header.kind === 'table') {
-        results.push(cleanOne(name, parsed.dryRun, parsed.trust));
+        results.push(cleanOne(name, parsed.dryRun, parsed.trust, !scanned));
       } else if (scanned) {
         if (header.kind === 'other-abi') results.push({ table: name, path, removed: false, reason: `${header.why}: never judged or removed by this waitprep`, code: 'ERR_BAD_SEGMENT', exit: EXIT.BAD_SEGMENT });
         else if (header.kind === 'not-table') notTables.push(name);

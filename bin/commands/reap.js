@@ -41,6 +41,8 @@ export function reap(args) {
       lines.push(`still held by dead clients: ${after.deadPins.length} pin(s) (entries a live reaper is working on)`);
     }
     lines.push(`dead clients (of this pid namespace) left: ${after.clients.filter((c) => c.liveness === 'dead').length}`);
+    // reap never unlinks: a table left with no client may still be reopened by its producer.
+    if (after.clients.length === 0) lines.push(`no client is left; if the table is unwanted, \`waitprep clean ${name}\` removes it`);
     return { report, human: lines.join('\n'), exit: EXIT.HEALTHY };
   });
 }

@@ -2,7 +2,8 @@
 // (bin/storage-worker.js: the producer, its arena and its socket) and a consumer child that pins
 // what it published are both SIGKILLed, and clean removes the table, the arena and the socket; a
 // table with a live client or one of another pid namespace is kept, and so is a file in /dev/shm that has a table's kind of name
-// but not the waitprep magic. Names are always passed, except in the one --dry-run scan, so that
+// but not the waitprep magic. A table that a reap left with no client entry is removed when named,
+// and kept by a scan, which names the command that removes it. Names are always passed, except in the one --dry-run scan, so that
 // this file never removes what other test files running beside it left for a moment.
 // The CLI imports the package by name (dist/): run `npm run build` first.
 import { fork, spawnSync, type ChildProcess } from 'node:child_process';
@@ -211,6 +212,43 @@ describe.runIf(runsIf('waitprep clean (native: the JavaScript fallback leaves no
     expect(run.status, run.stderr).toBe(0);
     expect(run.report.results[0]).toMatchObject({ table: name, removed: true, deadClients: [{ pid: consumer.pid }] });
     expect(existsSync(`/dev/shm/${name}`)).toBe(false);
+  });
+
+  it('after a reap, a named clean removes the emptied table and its arena; a scan keeps it and says how; a live holder keeps it', async () => {
+    const { name } = await leftByDeadConsumer();
+    const arena = `/dev/shm/${name}-arena`;
+    paths.push(arena);
+    mkdirSync(arena);
+    writeFileSync(join(arena, '0.wpa'), Buffer.alloc(96));
+    const reaped = spawnSync(process.execPath, [BIN, 'reap', name], { encoding: 'utf8', timeout: 30_000 });
+    expect(reaped.status, reaped.stderr).toBe(0);
+    expect(reaped.stdout).toContain('reaped 1 dead client(s)');
+    expect(reaped.stdout).toContain(`\`waitprep clean ${name}\` removes it`);
+
+    // Nothing but dead clients was ever in it, and the reap released those: no entry is left.
+    // A scan cannot tell it from a table whose producer closed and will reopen it: kept, with the command that removes it.
+    let run = cliJson(['--dry-run']);
+    const scanned = run.report.results.find((t: any) => t.table === name);
+    expect(scanned).toMatchObject({ removed: false });
+    expect(scanned.wouldRemove).toBeUndefined();
+    expect(scanned.reason).toContain(`waitprep clean ${name}`);
+    // Named, a dry run says it would go; then it goes, with its arena.
+    run = cliJson([name, '--dry-run']);
+    expect(run.report.results[0]).toMatchObject({ table: name, removed: false, wouldRemove: true });
+    expect(existsSync(`/dev/shm/${name}`)).toBe(true);
+    run = cliJson([name]);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.report.results[0]).toMatchObject({ table: name, removed: true, arena: { path: arena, removed: true, files: 1 } });
+    expect(existsSync(`/dev/shm/${name}`)).toBe(false);
+    expect(existsSync(arena)).toBe(false);
+
+    // A table this (live) process holds open as its producer, with no other client, is refused by name.
+    const held = tableName();
+    open({ name: held, role: 'producer', create: { capacity: 16 } });
+    run = cliJson([held]);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.report.results[0]).toMatchObject({ table: held, removed: false, liveClients: [{ pid: process.pid, liveness: 'alive', producer: true }] });
+    expect(existsSync(`/dev/shm/${held}`)).toBe(true);
   });
 
   it('refuses bad usage with exit 2', () => {

@@ -4,14 +4,15 @@
 // table's name and the lease alone. Needs the built dist/ (the worker imports it).
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ARENA_RECORD_HEADER_BYTES, arenaDirectory, artifactKey, openLeaseTable, readArenaRecord, splitLocation, unlinkLeaseTable, type ArtifactKey, type LeaseTable } from '../../lib/index.js';
 // @ts-ignore -- plain JavaScript module without type declarations
-import { arenaFile, checksumOf, startStorage, syntheticSource, validateSafetensors } from '../../worker/storage.js';
+import { SOCKET_LIMITS, arenaFile, checksumOf, startStorage, syntheticSource, validateSafetensors } from '../../worker/storage.js';
 // @ts-ignore -- plain JavaScript module without type declarations
 import { admitWait, demoCoordinator } from '../../demo/run.js';
 // The demo's modules import the package by name (dist/): their coordinator accepts only that
@@ -28,8 +29,8 @@ function keyOf(i: number): { key: ArtifactKey; keyBytes: string } {
 }
 
 /** keyOf's key, made by `make` (this file's artifactKey or the package's). */
-function keyMadeBy(make: (spec: any) => ArtifactKey, i: number): { key: ArtifactKey; keyBytes: string } {
-  const tokenLayout = Array.from({ length: TOKENS }, (_, t) => (t * 31 + i * 7) % 128_000);
+function keyMadeBy(make: (spec: any) => ArtifactKey, i: number, tokens = TOKENS): { key: ArtifactKey; keyBytes: string } {
+  const tokenLayout = Array.from({ length: tokens }, (_, t) => (t * 31 + i * 7) % 128_000);
   const source = { snapshotKind: 'kv-page', runtime: 'test', model: 'test-model', adapter: 'none', profile: 'bf16', positionPolicy: 'absolute', task: `t${i}`, namespace: 'storage-worker-test', tokenLayout, extra: {} };
   const key = make({ source, sourcePageGeneration: 0, codec: 'none', codecConfig: 'none', representationVersion: 1 });
   return { key, keyBytes: Buffer.from(key.toBytes()).toString('base64') };
@@ -130,6 +131,48 @@ describe("the demo's eviction fix (demo/run.js admitWait)", () => {
   });
 });
 
+/** A field of /proc/<pid>/status in KiB (VmRSS: resident now; VmHWM: the most it has been resident). */
+function procStatusKiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (match === null) throw new Error(`no ${field} in /proc/${pid}/status`);
+  return Number(match[1]);
+}
+
+/**
+ * A raw client of the worker's socket: the reply lines it received (or only their count, when
+ * `keep` is false), its first line, and when it closed. Write errors are expected: the worker
+ * closes a connection it refuses while this side may still be writing.
+ */
+function rawClient(socketPath: string, { keep = true } = {}) {
+  const socket = connect(socketPath);
+  const lines: string[] = [];
+  const waiters: Array<{ n: number; resolve: () => void }> = [];
+  let partial = '';
+  const client = {
+    socket, lines, count: 0,
+    connected: once(socket, 'connect'),
+    closed: new Promise<void>((resolve) => socket.once('close', () => resolve())),
+    firstLine: null as unknown as Promise<string>,
+    lineCount: (n: number) => new Promise<void>((resolve, reject) => {
+      if (client.count >= n) return resolve();
+      waiters.push({ n, resolve });
+      socket.once('close', () => reject(new Error(`closed after ${client.count} of ${n} lines`)));
+    }),
+  };
+  client.firstLine = client.lineCount(1).then(() => lines[0]!);
+  client.firstLine.catch(() => {});
+  socket.on('error', () => {});
+  socket.setEncoding('utf8').on('data', (chunk: string) => {
+    const parts = (partial + chunk).split('\n');
+    partial = parts.pop()!;
+    client.count += parts.length;
+    if (keep) lines.push(...parts);
+    else if (lines.length === 0 && parts.length > 0) lines.push(parts[0]!);
+    for (const w of waiters.splice(0)) (client.count >= w.n ? w.resolve() : waiters.push(w));
+  });
+  return client;
+}
+
 describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worker process (native lease table)', () => {
   let child: ChildProcess | null = null;
   let table: LeaseTable | null = null;
@@ -155,8 +198,8 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
   });
 
   /** Starts the worker as the demo does, and a `send` that makes one socket request and reads its reply. */
-  async function start(budgetBytes: number): Promise<{ arena: string; send: (message: object) => Promise<any> }> {
-    name = `wp-storage-test-${process.pid}-${Date.now()}`;
+  async function start(budgetBytes: number, tableName = `wp-storage-test-${process.pid}-${Date.now()}`): Promise<{ arena: string; send: (message: object) => Promise<any> }> {
+    name = tableName;
     const arena = `/dev/shm/${name}-arena`;
     const socketPath = join(tmpdir(), `${name}.sock`);
     const proc = fork(WORKER, ['--table', name, '--arena', arena, '--socket', socketPath, '--budget', String(budgetBytes), '--capacity', '256'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -306,6 +349,173 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     expect(code).toBe(0);
     expect(existsSync(arena)).toBe(false);
     expect(existsSync(`/dev/shm/${name}`)).toBe(false);
+  });
+
+  it('bounds its socket: a 48 MiB line, lines held open, 200 connections, one-byte writes, garbage and unread replies leave it serving, under 256 MiB more RSS', async () => {
+    const { send } = await start(64 << 20);
+    const socketPath = join(tmpdir(), `${name}.sock`);
+    const pid = child!.pid!;
+    table = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
+    const published = [30, 31, 32].map(keyOf);
+    for (const k of published) expect(await prepare(send, k)).toMatchObject({ ok: true });
+    const base = procStatusKiB(pid, 'VmRSS');
+
+    // A request the size the demo sends (a 200,000-token context: a line of about 1 MiB) is served.
+    const long = keyMadeBy(artifactKey, 36, 200_000);
+    expect(long.keyBytes.length).toBeGreaterThan(1 << 20);
+    expect(await prepare(send, long)).toMatchObject({ ok: true });
+
+    // One 48 MiB line without a newline: one refusal naming the limit, then the connection closes.
+    const big = rawClient(socketPath);
+    await big.connected;
+    big.socket.write(Buffer.alloc(48 << 20, 0x61));
+    await big.closed;
+    expect(big.lines).toHaveLength(1);
+    expect(JSON.parse(big.lines[0]!)).toEqual({ ok: false, error: `request line longer than ${SOCKET_LIMITS.MAX_LINE_BYTES} bytes; connection closed` });
+
+    // Twelve connections each holding a line just under the limit: past what the worker holds
+    // unanswered over all connections, the one that would go over is refused.
+    const holders = Array.from({ length: 12 }, () => rawClient(socketPath));
+    await Promise.all(holders.map((c) => c.connected));
+    expect(12 * (SOCKET_LIMITS.MAX_LINE_BYTES - 1)).toBeGreaterThan(SOCKET_LIMITS.MAX_UNANSWERED_BYTES);
+    for (const c of holders) c.socket.write(Buffer.alloc(SOCKET_LIMITS.MAX_LINE_BYTES - 1, 0x62));
+    await Promise.any(holders.map((c) => c.firstLine));
+    const overflowed = holders.filter((c) => c.lines.length > 0);
+    for (const c of overflowed) {
+      expect(c.lines.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: `the storage worker holds ${SOCKET_LIMITS.MAX_UNANSWERED_BYTES} bytes of unanswered requests, its most; connection closed` }]);
+    }
+    for (const c of holders) c.socket.destroy();
+    await Promise.all(holders.map((c) => c.closed));
+
+    // 200 connections at once: 64 are served; every other one is closed, told why while there
+    // is room for refusals (as many as are served), unanswered past that.
+    const many = Array.from({ length: 200 }, () => rawClient(socketPath));
+    await new Promise<void>((resolve) => {
+      let closed = 0;
+      for (const c of many) void c.closed.then(() => ++closed === 200 - 64 && resolve());
+    });
+    const closed = many.filter((c) => c.socket.destroyed);
+    const told = closed.filter((c) => c.lines.length > 0);
+    expect(closed).toHaveLength(200 - 64);
+    expect(told.length).toBeGreaterThanOrEqual(64);
+    for (const c of told) expect(c.lines.map((line) => JSON.parse(line))).toMatchObject([{ ok: false, error: expect.stringMatching(/^too many connections/) }]);
+    const open = many.filter((c) => !c.socket.destroyed);
+    for (const c of open) expect(c.lines).toEqual([]);
+    // While 64 are open, the next connection is refused too; once they close, requests are served.
+    const ask = async (request: object): Promise<any> => {
+      const c = rawClient(socketPath);
+      await c.connected;
+      c.socket.write(JSON.stringify(request) + '\n');
+      const reply = JSON.parse(await c.firstLine);
+      c.socket.destroy();
+      return reply;
+    };
+    expect(await ask({})).toMatchObject({ ok: false, error: expect.stringMatching(/^too many connections/) });
+    for (const c of open) c.socket.destroy();
+    await Promise.all(open.map((c) => c.closed));
+    let reply = await ask({});
+    for (let tries = 0; tries < 100 && /^too many connections/.test(reply.error); tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 20)); // the worker sees the closes on its next turns
+      reply = await ask({});
+    }
+    expect(reply).toMatchObject({ ok: false, error: expect.stringMatching(/no keyBytes/) });
+
+    // A request written one byte at a time is served.
+    const k33 = keyOf(33);
+    const slow = rawClient(socketPath);
+    await slow.connected;
+    for (const byte of Buffer.from(JSON.stringify({ id: 'slow', keyHex: k33.key.hex, keyBytes: k33.keyBytes }) + '\n')) {
+      slow.socket.write(Buffer.of(byte));
+      await new Promise(setImmediate);
+    }
+    expect(JSON.parse(await slow.firstLine)).toMatchObject({ id: 'slow', ok: true });
+    slow.socket.destroy();
+
+    // 400 garbage lines, each answered { ok: false }, then a request on the same connection is served.
+    const garbage = rawClient(socketPath);
+    await garbage.connected;
+    const junk = ['{', 'null', '42', '[]', '"text"', '{"keyHex":1}', '{"keyBytes":"!!!"}', '{"__proto__":{"ok":true}}', '\u0000\u00ff', ''];
+    for (let i = 0; i < 400; i++) garbage.socket.write(i % 10 === 9 ? Buffer.concat([randomBytes(64).map((b) => (b === 10 ? 11 : b)), Buffer.of(10)]) : junk[i % 10] + '\n');
+    const k34 = keyOf(34);
+    garbage.socket.write(JSON.stringify({ id: 'after', keyHex: k34.key.hex, keyBytes: k34.keyBytes }) + '\n');
+    await garbage.lineCount(401);
+    expect(garbage.lines.slice(0, 400).map((line) => JSON.parse(line).ok)).toEqual(Array(400).fill(false));
+    expect(JSON.parse(garbage.lines[400]!)).toMatchObject({ id: 'after', ok: true });
+    garbage.socket.destroy();
+
+    // 256 MiB of requests whose replies echo 64,000-byte ids, from a client that reads nothing
+    // until another connection has been served: the worker stops reading while its replies wait.
+    const id = 'i'.repeat(64_000);
+    const line = Buffer.from(JSON.stringify({ id }) + '\n');
+    const lines = Math.floor((256 << 20) / line.length);
+    const flood = rawClient(socketPath, { keep: false });
+    await flood.connected;
+    flood.socket.pause();
+    flood.socket.write(Buffer.concat(Array(lines).fill(line)));
+    expect(await prepare(send, keyOf(35))).toMatchObject({ ok: true });
+    flood.socket.resume();
+    await flood.lineCount(lines);
+    expect(flood.count).toBe(lines);
+    flood.socket.destroy();
+
+    // Still serving, and every artifact it published before is still there, record and all.
+    expect(child!.exitCode).toBeNull();
+    for (const k of [...published, long, k33, k34]) {
+      const lease = table.tryPin(k.key);
+      if (lease.kind !== 'lease') throw new Error(`expected a hit, got ${lease.reason}`);
+      expect(readArenaRecord({ tableName: name, key: k.key, meta: lease.meta }).kind).toBe('record');
+      lease.close();
+    }
+    const grown = procStatusKiB(pid, 'VmHWM') - base;
+    expect(grown).toBeLessThan(256 * 1024);
+    const { code, stats } = await stop();
+    expect(code).toBe(0);
+    expect(stats.prepared).toBe(7);
+  });
+
+  it('refuses an existing arena directory that others may write, a symbolic link, or one of another owner, and leaves it and no table behind', async () => {
+    const refusal = async (prepareArena: (arena: string) => void, reason: RegExp) => {
+      name = `wp-storage-test-${process.pid}-${Date.now()}`;
+      const arena = `/dev/shm/${name}-arena`;
+      prepareArena(arena);
+      const proc = fork(WORKER, ['--table', name, '--arena', arena, '--socket', join(tmpdir(), `${name}.sock`), '--capacity', '16'], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+      child = proc;
+      let stderr = '';
+      proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+      const ended = await Promise.race([once(proc, 'exit').then(([code]) => ({ code })), once(proc, 'message').then(([message]) => ({ message }))]);
+      expect(ended).toEqual({ code: 1 });
+      expect(stderr).toMatch(/^storage worker: ERR_UNTRUSTED_ARENA: /);
+      expect(stderr).toMatch(reason);
+      expect(existsSync(`/dev/shm/${name}`)).toBe(false);
+      expect(lstatSync(arena, { throwIfNoEntry: false })).toBeDefined();
+      rmSync(arena, { recursive: true, force: true });
+    };
+    await refusal((arena) => {
+      mkdirSync(arena);
+      chmodSync(arena, 0o777);
+    }, /with mode 0o777/);
+    await refusal((arena) => {
+      mkdirSync(arena);
+      chmodSync(arena, 0o702);
+    }, /with mode 0o702/);
+    const target = mkdtempSync(join(tmpdir(), 'wp-arena-target-'));
+    try {
+      await refusal((arena) => symlinkSync(target, arena), /is a symbolic link/);
+    } finally {
+      rmSync(target, { recursive: true, force: true });
+    }
+    if (process.geteuid?.() === 0) {
+      await refusal((arena) => {
+        mkdirSync(arena, { mode: 0o755 });
+        chownSync(arena, 65534, 65534);
+      }, /is owned by uid 65534/);
+    }
+    // A directory this user made and only it may write is used as before.
+    name = `wp-storage-test-${process.pid}-${Date.now()}`;
+    mkdirSync(`/dev/shm/${name}-arena`, { mode: 0o700 });
+    const { send } = await start(64 << 20, name);
+    expect(await prepare(send, keyOf(40))).toMatchObject({ ok: true });
+    expect((await stop()).code).toBe(0);
   });
 
   it('refuses an arena directory the naming rule would not find, and leaves no table behind', async () => {
