@@ -73,7 +73,7 @@ describe('native loading', () => {
     const pkg = join(scratch, name);
     cpSync(join(root, 'dist'), join(pkg, 'dist'), { recursive: true });
     cpSync(join(root, 'package.json'), join(pkg, 'package.json'));
-    cpSync(join(root, 'scripts', 'install-native.js'), join(pkg, 'scripts', 'install-native.js'));
+    for (const script of ['install-native.js', 'build-advice.cjs']) cpSync(join(root, 'scripts', script), join(pkg, 'scripts', script));
     symlinkSync(join(root, 'node_modules'), join(pkg, 'node_modules'));
     return pkg;
   }
@@ -238,6 +238,26 @@ describe('native loading', () => {
       expect(loaded.implementation).toBe('js');
       expect(loaded.reason).toBe('the Node-API addon was not built at install: no C++ compiler on PATH (c++, g++, clang++ or $CXX); using the JavaScript fallback');
       expect(loaded.error).toMatch(/No native build was found/);
+    });
+
+    it("a folder whose dependencies npm did not install: says so and builds nothing, instead of node-gyp's failure", () => {
+      // What `npm install /path/to/clone` runs the step in: the folder, with no node_modules.
+      const pkg = unbuiltCopy('no-dependencies');
+      rmSync(join(pkg, 'node_modules'));
+      const nodeGyp = join(scratch, 'node-gyp-must-not-run.js');
+      writeFileSync(nodeGyp, "process.stderr.write('node-gyp ran\\n'); process.exit(1);");
+      const { stderr, record } = install(pkg, process.env.PATH ?? '', nodeGyp);
+      expect(stderr).not.toContain('node-gyp ran');
+      expect(stderr).toMatch(/dependencies are not installed here \(node-addon-api is missing\)/);
+      expect(record).toMatchObject({ outcome: 'skipped', reason: expect.stringMatching(/node-addon-api is missing/) });
+    });
+
+    it('the install step, the fallback warning and ERR_NATIVE_UNAVAILABLE give the same advice on how to build', () => {
+      const advice = createRequire(import.meta.url)('../scripts/build-advice.cjs') as string;
+      const pkg = unbuiltCopy('same-advice');
+      expect(install(pkg, join(scratch, 'no-tools'), '').stderr).toContain(`To build it later: ${advice}`);
+      expect(importIn(pkg).stderr).toContain(`To get the addon: ${advice}.`);
+      expect(importIn(pkg, { WAITPREP_IMPLEMENTATION: 'native' }).error!.message).toContain(`To get it: ${advice}`);
     });
 
     it('a failed build: implementationReason names the tool and its first error', () => {
