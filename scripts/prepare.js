@@ -48,9 +48,11 @@ function nestedEnv() {
   return env;
 }
 
+// Both builds print on stderr: `npm pack` prints the tarball's name on stdout, which scripts read.
+const stdio = ['ignore', 2, 2];
 const tsc = localTsc();
 if (tsc !== null) {
-  const result = spawnSync(process.execPath, [tsc, '-p', '.'], { cwd: root, stdio: 'inherit' });
+  const result = spawnSync(process.execPath, [tsc, '-p', '.'], { cwd: root, stdio });
   process.exit(result.status ?? 1);
 }
 if (process.env.WAITPREP_PREPARE_NESTED === '1') {
@@ -61,6 +63,6 @@ note(`the dependencies of ${root} are not installed (npm does not install a fold
 // npm_execpath is the npm that runs this step; the same npm does the nested install.
 const npm = process.env.npm_execpath;
 const [command, args] = npm ? [process.execPath, [npm]] : ['npm', []];
-const result = spawnSync(command, [...args, 'install', '--include=dev', '--no-audit', '--no-fund'], { cwd: root, stdio: 'inherit', env: nestedEnv() });
+const result = spawnSync(command, [...args, 'install', '--include=dev', '--no-audit', '--no-fund'], { cwd: root, stdio, env: nestedEnv() });
 if (result.error) note(`could not run npm: ${result.error.message}`);
 process.exit(result.status ?? 1);
