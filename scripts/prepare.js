@@ -59,7 +59,7 @@ if (process.env.WAITPREP_PREPARE_NESTED === '1') {
   note('TypeScript is not installed even after `npm install` in this folder: cannot build dist/');
   process.exit(1);
 }
-note(`the dependencies of ${root} are not installed (npm does not install a folder's dependencies when a project installs the folder): running \`npm install\` there, which builds dist/ and the native part`);
+note(`the dependencies of ${root} are not installed (a fresh clone that npm packs, or links for a project without installing what it needs): running \`npm install\` there, which builds dist/ and the native part`);
 // npm_execpath is the npm that runs this step; the same npm does the nested install.
 const npm = process.env.npm_execpath;
 const [command, args] = npm ? [process.execPath, [npm]] : ['npm', []];
