@@ -3,6 +3,7 @@
 // (exit 2, one message on stderr). Needs the built dist/ (bin/ imports the package by name).
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -155,6 +156,16 @@ describe('without the addon: the fallback warning never comes before a usage err
     const run = unbuilt(...args);
     expect(run.status).toBe(2);
     expect(run.stderr.split('\n')[0]).toBe(first);
+    expect(run.stderr).not.toContain('WAITPREP_FALLBACK');
+  });
+
+  it("the operator's commands give the same advice on how to get the addon as the install step and the loader", () => {
+    const advice = createRequire(import.meta.url)('../scripts/build-advice.cjs') as string;
+    const run = unbuilt('inspect', 'engine0-kv');
+    expect(run.status).toBe(5);
+    expect(run.stderr).toMatch(/the native addon is not loaded, so no shared-memory table can be opened: /);
+    expect(run.stderr).toContain(`To get it: ${advice}`);
+    expect(unbuilt('doctor').stdout).toContain(`to get the addon: ${advice}`);
     expect(run.stderr).not.toContain('WAITPREP_FALLBACK');
   });
 
