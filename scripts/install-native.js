@@ -27,7 +27,8 @@ const note = (message) => process.stderr.write(`waitprep: ${message}\n`);
  * line also goes to the terminal the install runs in, if there is one (CI has none: nothing).
  */
 function tellTerminal(message) {
-  if (process.stderr.isTTY) return;
+  // WAITPREP_NO_FALLBACK_WARNING=1 silences the fallback's notices, this one too.
+  if (process.stderr.isTTY || process.env.WAITPREP_NO_FALLBACK_WARNING === '1') return;
   let tty;
   try {
     tty = openSync('/dev/tty', 'w');

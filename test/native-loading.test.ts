@@ -252,6 +252,19 @@ describe('native loading', () => {
       expect(record).toMatchObject({ outcome: 'skipped', reason: expect.stringMatching(/node-addon-api is missing/) });
     });
 
+    const hasScript = spawnSync('script', ['--version'], { stdio: 'ignore' }).status === 0;
+    it.runIf(runsIf('native-loading: the install line on the terminal', [hasScript, "util-linux's script(1) is not installed"]))(
+      'with its output captured, as npm captures it, the step still tells the terminal that it built nothing and why',
+      () => {
+        const pkg = unbuiltCopy('terminal');
+        // script(1) gives the step a terminal; its stderr, what npm would capture, goes nowhere.
+        const command = `env -u WAITPREP_NO_FALLBACK_WARNING PATH=${join(scratch, 'no-tools')} ${process.execPath} ${join(pkg, 'scripts', 'install-native.js')} 2>/dev/null`;
+        const run = spawnSync('script', ['-qec', command, '/dev/null'], { cwd: pkg, encoding: 'utf8', timeout: 30_000 });
+        expect(run.status).toBe(0);
+        expect(run.stdout).toMatch(/^waitprep: no C\+\+ compiler on PATH .*JavaScript fallback will be used\. .*Check what loads: `npx waitprep doctor`\r?$/m);
+      },
+    );
+
     it('the install step, the fallback warning and ERR_NATIVE_UNAVAILABLE give the same advice on how to build', () => {
       const advice = createRequire(import.meta.url)('../scripts/build-advice.cjs') as string;
       const pkg = unbuiltCopy('same-advice');
