@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Prints each reason tests were skipped for once, when the run ends (test/skip-reasons.ts).
+    globalSetup: ['test/skip-summary.ts'],
     // Property tests run tens of thousands of commands; give them room on a 2-core CI machine.
     testTimeout: 120_000,
     pool: 'forks',

@@ -4,10 +4,12 @@
 // process publishing into a lease table (demo/, in the source repository only); `demo --scripted`
 // is the earlier scripted sequence. `experiment` replays a trace through every policy
 // (experiment/). `inspect`, `reap` and `clean` are the operator's commands (bin/commands/).
+//
+// Each command's module is imported only once the command is known, and each command checks its
+// arguments before it imports the package: on a machine without the addon, importing waitprep
+// prints the fallback warning, which must not come before a usage error or a help text.
 import { createRequire } from 'node:module';
-import { CLEAN_USAGE, clean } from './commands/clean.js';
-import { inspect } from './commands/inspect.js';
-import { reap } from './commands/reap.js';
+import { CLEAN_USAGE } from './commands/clean-usage.js';
 
 const EXIT_CODES = `exit codes of inspect, reap and clean (clean: the highest of its tables'):
   0  healthy (reap: done; clean: removed, or kept because in use)
@@ -39,7 +41,9 @@ commands:
                             every client are dead, with the demo's arena and socket named after
                             them; a named table also when no client is left (as after a reap);
                             only files with the waitprep magic; says what it removed and kept
-  help, --help, -h          this text
+  doctor [--json]           which implementation loads here and why, where libwaitprep.so is,
+                            what the install step did, and how to get the addon when it is missing
+  help [<command>], --help, -h   this text, or one command's
   --version                 the package version
 
 ${EXIT_CODES}
@@ -108,15 +112,34 @@ async function importDemo() {
 
 const [command = 'help', ...rest] = process.argv.slice(2);
 
-const operator = (name, run) => () => (asksForHelp(rest) ? console.log(COMMAND_USAGE[name]) : run(rest));
+/** An operator's command: its help, or the command itself, imported only then. */
+const operator = (name, load) => async () => {
+  if (asksForHelp(rest)) return console.log(COMMAND_USAGE[name]);
+  // These commands open native tables only, and say so themselves when the addon is missing
+  // (ERR_NATIVE_UNAVAILABLE, with the reason): the fallback warning would only repeat it.
+  process.env.WAITPREP_NO_FALLBACK_WARNING ??= '1';
+  return (await load())(rest);
+};
+
+/** The text `waitprep help <name>` prints: that command's usage, or the general one. */
+async function helpFor(name) {
+  if (name === undefined) return USAGE;
+  if (Object.hasOwn(COMMAND_USAGE, name)) return COMMAND_USAGE[name];
+  if (name === 'demo') return (await importDemo()).DEMO_USAGE;
+  if (name === 'experiment') return (await import('../experiment/cli.js')).EXPERIMENT_USAGE;
+  if (name === 'doctor') return (await import('./commands/doctor.js')).DOCTOR_USAGE;
+  console.error(`waitprep help: unknown command ${JSON.stringify(name)}; try \`waitprep --help\``);
+  process.exit(2);
+}
 
 const commands = {
   demo: async () => (await importDemo()).demo(rest),
   experiment: async () => (await import('../experiment/cli.js')).experiment(rest),
-  inspect: operator('inspect', inspect),
-  reap: operator('reap', reap),
-  clean: operator('clean', clean),
-  help: () => console.log(USAGE),
+  inspect: operator('inspect', async () => (await import('./commands/inspect.js')).inspect),
+  reap: operator('reap', async () => (await import('./commands/reap.js')).reap),
+  clean: operator('clean', async () => (await import('./commands/clean.js')).clean),
+  doctor: async () => (await import('./commands/doctor.js')).doctor(rest),
+  help: async () => console.log(await helpFor(rest[0])),
   '--help': () => console.log(USAGE),
   '-h': () => console.log(USAGE),
   '--version': () => console.log(`waitprep ${createRequire(import.meta.url)('waitprep/package.json').version}`),

@@ -2,12 +2,19 @@
 // hands them to one of three runs: the trace replay (run.js, printed by report.js), the policy
 // comparison (`--compare`, compare.js) or the short scripted sequence (`--scripted`, scripted.js).
 // Which processes and threads a run starts, and what crosses between them: docs/architecture.md.
-import { compareDemo } from './compare.js';
-import { printSummary } from './report.js';
-import { DemoRun, loadEvents } from './run.js';
-import { scriptedDemo } from './scripted.js';
+// The trace replay also counts the baselines (baselines.js) on the same trace, and its summary
+// ends with the share of next turns that found their context ready, against theirs.
+//
+// The modules that import the package are imported only after the options parse: without the
+// addon, importing waitprep prints the fallback warning, which must not precede a usage error.
+import { readFileSync } from 'node:fs';
+import { generateTrace, loadTraceJsonl } from 'waitprep/trace';
+import { runBaselines, wakeOutcomes } from './baselines.js';
 
-const DEMO_USAGE = `usage: waitprep demo [options]
+/** The run's own policy, as its summary names it. */
+const OWN_POLICY = { name: 'fifo', description: "the coordinator's default: one FIFO queue, waits on one key share one unit, one unit in flight" };
+
+export const DEMO_USAGE = `usage: waitprep demo [options]
 
   --agents N             agent sessions the trace generator starts (default 24); the summary counts
                          those with an event within --seconds
@@ -19,7 +26,9 @@ const DEMO_USAGE = `usage: waitprep demo [options]
   --implementation I     auto (default) | native | js: which lease table
   --metrics-port P       serve Prometheus metrics on http://127.0.0.1:P/metrics while running
                          (0: an ephemeral port; the URL is printed to stderr)
-  --json                 print one JSON summary object on stdout, nothing else
+  --json                 print one JSON summary object on stdout, nothing else: waitprep's own
+                         run at the top level (wakes, hits, misses, readyShare, implementation),
+                         the baselines under "baselines"
                          (through npm: npm start -s -- --json; -s keeps npm's banner off stdout)
   --scripted             the earlier scripted demo (in-process stand-in worker), with --json
   --storage-exit-after N testing: the storage worker exits (code 3) at request N+1
@@ -48,7 +57,8 @@ function usageExit(message) {
  */
 function traceOrExit(options) {
   try {
-    return loadEvents(options);
+    if (options.trace !== null) return loadTraceJsonl(readFileSync(options.trace, 'utf8'));
+    return generateTrace({ agents: options.agents, seconds: options.seconds, seed: options.seed });
   } catch (error) {
     if (options.trace === null) throw error;
     const why = error?.code === 'ENOENT' ? 'no such file'
@@ -116,6 +126,7 @@ export async function demo(args) {
   if (args.includes('--scripted')) {
     const other = args.find((a) => !SCRIPTED_OPTIONS.has(a));
     if (other !== undefined) usageExit(`--scripted takes only --json, got ${JSON.stringify(other)}`);
+    const { scriptedDemo } = await import('./scripted.js');
     return scriptedDemo(args.filter((a) => a !== '--scripted'));
   }
   let options;
@@ -126,13 +137,28 @@ export async function demo(args) {
     usageExit(error.message);
   }
   options.events = traceOrExit(options);
-  if (options.compare) return compareDemo(options);
-  const run = new DemoRun(options);
-  try {
-    const summary = await run.run();
-    if (options.json) process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
-    else printSummary(summary);
-  } catch (error) {
-    await run.fail(error instanceof Error ? error.message : String(error));
-  }
+  if (options.compare) return (await import('./compare.js')).compareDemo(options);
+  const [{ DemoRun }, { printSummary }] = await Promise.all([import('./run.js'), import('./report.js')]);
+  /** One replay through DemoRun with `overrides`; a failed replay ends the process (DemoRun.fail). */
+  const replay = async (overrides, label) => {
+    const run = new DemoRun({ ...options, ...overrides, runLabel: label });
+    try {
+      return await run.run();
+    } catch (error) {
+      return run.fail(`${label === null ? '' : `${label}: `}${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
+  const summary = await replay({}, null);
+  // waitprep's own run at the top level (what it found at each wake first), then the rest of its
+  // summary, then the baselines on the same trace.
+  const output = {
+    implementation: summary.implementation,
+    implementationReason: summary.implementationReason,
+    policy: OWN_POLICY,
+    ...wakeOutcomes(summary),
+    ...summary,
+    baselines: await runBaselines(options.events, replay),
+  };
+  if (options.json) process.stdout.write(JSON.stringify(output, null, 2) + '\n');
+  else printSummary(output);
 }

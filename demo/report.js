@@ -89,6 +89,18 @@ ${accountText(st, s.units)}
   storage: ${s.storage.mode === 'child-process' ? `child process ${s.storage.pid}, ${s.storage.table}` : `${s.storage.note}`}
   lease table: ${s.implementation} (${s.implementationReason})
   (figures from a synthetic trace and a stand-in preparation on this machine; not a serving-host measurement)`);
+  if (s.baselines !== undefined) console.log(`\n${readySentence(s)}`);
+}
+
+const share = (x) => `${(100 * x).toFixed(1)}%`;
+
+/**
+ * The demo's last line: the share of next turns (wakes) that found their context ready (a hit)
+ * with waitprep, against each baseline on the same trace.
+ */
+export function readySentence(s) {
+  const against = Object.entries(s.baselines).map(([name, b]) => `${share(b.readyShare)} with ${name.replace(/-/g, ' ')}`);
+  return `With waitprep (policy ${s.policy.name}), ${share(s.readyShare)} of next turns (${s.hits} of ${s.wakes} wakes) found their context ready, against ${against.join(' and ')}.`;
 }
 
 /** The table of `--compare`, from its output object. */

@@ -1,13 +1,18 @@
 // `waitprep experiment` (also `npm run experiment`): the command line of the virtual-time replay
 // (docs/experiment.md). Parses the options, runs the experiment (run.js), prints a table or one
-// JSON object, and writes the HTML report when asked. Progress goes to stderr.
-import { writeFileSync } from 'node:fs';
+// JSON object, and writes the HTML report when asked. Progress goes to stderr. The table ends
+// with the run's findings (findings.js), computed from the output; --json carries them as data
+// under "findings", and stdout stays that one object.
+//
+// The modules that import the package (run.js, report.js) are imported only after the options
+// parse: without the addon, importing waitprep prints the fallback warning, which must not
+// precede a usage error.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
+import { findings } from './findings.js';
 import { POLICIES } from './policies.js';
 import { PRESETS } from './presets.js';
-import { formatHtml, formatMarkdown, formatTables } from './report.js';
-import { DEFAULT_MOONCAKE, mergeOutputs, runExperiment } from './run.js';
-import { readTraceText } from './traces.js';
 
 /** The most agents a run replays: the generator's own limit, applied to every trace. */
 const MAX_AGENTS = 1_000_000;
@@ -30,7 +35,8 @@ virtual time through the real WaitCoordinator; prints a table per (preset, agent
   --policies A[,B...]    a subset, in report order (default all):
                          ${POLICIES.map((p) => p.name).join(', ')}
   --sample-seconds S     memory sampling interval (default 10)
-  --json                 print one JSON object on stdout instead of the table
+  --json                 print one JSON object on stdout instead of the table (the findings
+                         under "findings")
   --markdown             print Markdown tables instead (the form docs/experiment.md quotes)
   --from FILE[,FILE...]  report saved --json outputs instead of running (with --json, --markdown,
                          --html); several are merged into one, as if one run had asked for all
@@ -127,7 +133,8 @@ export function experimentOptions(args) {
     seconds: values.seconds === undefined ? 3600 : positiveNumber(values.seconds, 'seconds'),
     seeds: values.seeds === undefined ? [1, 2, 3] : list(values.seeds, 'seeds', integer),
     trace: values.trace ?? 'generator',
-    mooncakeFile: values['mooncake-file'] ?? DEFAULT_MOONCAKE,
+    // null: the trace shipped in experiment/traces/ (run.js DEFAULT_MOONCAKE).
+    mooncakeFile: values['mooncake-file'] ?? null,
     sharedPrefixTokens: values['shared-prefix-tokens'] === undefined ? 0 : nonNegativeInteger(values['shared-prefix-tokens'], 'shared-prefix-tokens'),
     policies: values.policies === undefined ? null : list(values.policies, 'policies', (s) => {
       if (!known.has(s)) usageExit(`--policies: unknown policy ${JSON.stringify(s)}`);
@@ -143,7 +150,7 @@ export function experimentOptions(args) {
 }
 
 /** The saved outputs `--from` names, merged; an unreadable or unmergeable file is a usage error. */
-function fromFiles(files) {
+function fromFiles(files, mergeOutputs, readTraceText) {
   try {
     return mergeOutputs(files.map((file) => {
       const text = readTraceText(file, '--from');
@@ -163,7 +170,7 @@ function fromFiles(files) {
  * ERR_INVALID_ARGUMENT whose `field` names the option) exits 2 with one line, as a bad option
  * does. Anything else is a bug, and keeps its stack.
  */
-function run(options, hooks) {
+function runOrExit(runExperiment, options, hooks) {
   try {
     return runExperiment(options, hooks);
   } catch (error) {
@@ -173,22 +180,27 @@ function run(options, hooks) {
 }
 
 /** `waitprep experiment [options]`. */
-export function experiment(args) {
+export async function experiment(args) {
   const { json, markdown, from, html, quiet, ...options } = experimentOptions(args);
+  const [{ DEFAULT_MOONCAKE, mergeOutputs, runExperiment }, { formatHtml, formatMarkdown, formatTables }, { readTraceText }] = await Promise.all([import('./run.js'), import('./report.js'), import('./traces.js')]);
+  options.mooncakeFile ??= DEFAULT_MOONCAKE;
   const started = performance.now();
   const log = quiet ? () => {} : (line) => process.stderr.write(line);
-  const output = from !== null ? fromFiles(from) : run(options, {
+  const output = from !== null ? fromFiles(from, mergeOutputs, readTraceText) : runOrExit(runExperiment, options, {
     onReplay: ({ preset, agents, seed, policy, result, done, total }) => {
       const wall = ((performance.now() - started) / 1000).toFixed(1);
       log(`\r[${done}/${total} ${wall} s] ${preset} ${agents} agents seed ${seed} ${policy}: hit ${(100 * result.hitRate).toFixed(1)}%`.padEnd(100) + (done === total ? '\n' : ''));
     },
   });
-  if (json) process.stdout.write(JSON.stringify(output) + '\n');
-  else if (markdown) process.stdout.write(formatMarkdown(output) + '\n');
-  else process.stdout.write(formatTables(output) + '\n');
+  // Recomputed from the runs, also for saved outputs: a saved "findings" may predate a merge.
+  const result = { ...output, findings: findings(output) };
+  if (json) process.stdout.write(JSON.stringify(result) + '\n');
+  else if (markdown) process.stdout.write(formatMarkdown(result) + '\n');
+  else process.stdout.write(formatTables(result) + '\n');
   if (html !== null) {
     try {
-      writeFileSync(html, formatHtml(output));
+      mkdirSync(dirname(html), { recursive: true });
+      writeFileSync(html, formatHtml(result));
     } catch (error) {
       inputExit(`--html: cannot write ${JSON.stringify(html)}: ${error.message}`);
     }

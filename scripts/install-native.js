@@ -10,21 +10,43 @@
 // Nothing here downloads: cmake-js takes headers from node-api-headers
 // (package.json "binary.napi_versions") and node-gyp from npm's nodedir.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, writeSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
+const HOW_TO_BUILD = require('./build-advice.cjs');
 const note = (message) => process.stderr.write(`waitprep: ${message}\n`);
+
+/**
+ * npm shows an install step's output only with --foreground-scripts or when the step fails, and
+ * this one never fails: a project that installs waitprep as a dependency would not learn that
+ * it got the JavaScript fallback. So when the addon was not built and npm captures stderr, the
+ * line also goes to the terminal the install runs in, if there is one (CI has none: nothing).
+ */
+function tellTerminal(message) {
+  // WAITPREP_NO_FALLBACK_WARNING=1 silences the fallback's notices, this one too.
+  if (process.stderr.isTTY || process.env.WAITPREP_NO_FALLBACK_WARNING === '1') return;
+  let tty;
+  try {
+    tty = openSync('/dev/tty', 'w');
+    writeSync(tty, `waitprep: ${message}\n`);
+  } catch {
+    // No controlling terminal (CI, a detached install): the record and `waitprep doctor` say it.
+  } finally {
+    if (tty !== undefined) closeSync(tty);
+  }
+}
 
 /**
  * Says how the install step ended, on stderr and in build/waitprep-install.json, and exits 0.
  * `reason` is one clause the loader puts after "the Node-API addon was not built at install: ".
  */
-function finish(outcome, reason, message = reason) {
+function finish(outcome, reason, message = reason, { tell = outcome === 'skipped' || outcome === 'failed' } = {}) {
   note(message);
+  if (tell) tellTerminal(`${message}. Check what loads: \`npx waitprep doctor\``);
   try {
     // Written last: node-gyp rebuild empties build/ first.
     mkdirSync(join(root, 'build'), { recursive: true });
@@ -36,10 +58,21 @@ function finish(outcome, reason, message = reason) {
 }
 
 if (process.env.WAITPREP_SKIP_NATIVE_BUILD === '1') {
-  finish('skipped', 'WAITPREP_SKIP_NATIVE_BUILD=1 was set', 'WAITPREP_SKIP_NATIVE_BUILD=1: not building the native addon; the JavaScript fallback will be used');
+  finish('skipped', 'WAITPREP_SKIP_NATIVE_BUILD=1 was set', 'WAITPREP_SKIP_NATIVE_BUILD=1: not building the native addon; the JavaScript fallback will be used', { tell: false });
 }
 if (existsSync(join(root, 'prebuilds', `${process.platform}-${process.arch}`))) {
   finish('prebuild', `the prebuild in prebuilds/${process.platform}-${process.arch} is used`, `using the prebuild in prebuilds/${process.platform}-${process.arch}`);
+}
+
+// npm installs none of a folder's dependencies when a project installs the folder by path, yet
+// runs this step there; the prepare step that follows installs them and runs this step again.
+// Without node-addon-api no build can work, so say that instead of showing node-gyp's failure.
+try {
+  require.resolve('node-addon-api');
+} catch {
+  finish('skipped', "the package's dependencies are not installed (node-addon-api is missing), so nothing can be built yet",
+    "the package's dependencies are not installed here (node-addon-api is missing): not building now; `npm install` in this folder builds it",
+    { tell: false });
 }
 
 /** The line of a build's output that says what went wrong: a compiler's `error:`, else a tool's own. */
@@ -77,8 +110,7 @@ if (compiler === undefined) {
   finish(
     'skipped',
     'no C++ compiler on PATH (c++, g++, clang++ or $CXX)',
-    'no C++ compiler on PATH (c++, g++, clang++ or $CXX): the native addon is not built; the JavaScript fallback will be used. ' +
-      'To build it later, install a compiler and run `npm rebuild waitprep` (in a clone: `npm run build:native`)',
+    `no C++ compiler on PATH (c++, g++, clang++ or $CXX): the native addon is not built; the JavaScript fallback will be used. To build it later: ${HOW_TO_BUILD}`,
   );
 }
 
@@ -101,4 +133,4 @@ if (attempts.length === 0) {
     'no native build tool found (cmake-js with cmake, or node-gyp through npm with make); the JavaScript fallback will be used',
   );
 }
-finish('failed', failures.join('; then '), 'the native addon could not be built; the JavaScript fallback will be used');
+finish('failed', failures.join('; then '), `the native addon could not be built; the JavaScript fallback will be used. To build it later: ${HOW_TO_BUILD}`);

@@ -6,7 +6,9 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain ES module of the example, without type declarations
-import { runReplay } from '../examples/transformers-engine/replay.mjs';
+import { NOISE_S, runReplay, summarize } from '../examples/transformers-engine/replay.mjs';
+// @ts-expect-error: as above
+import { formatReport } from '../examples/transformers-engine/report.mjs';
 // @ts-expect-error: as above
 import { EXAMPLE_DIR, probe, pythonEnv, venvPython } from '../examples/transformers-engine/venv.mjs';
 import { nativeLibraryPath } from '../lib/index.js';
@@ -65,5 +67,47 @@ describe.runIf(runsIf('transformers engine', [found.ok, found.reason ?? '']))('e
       expect(report.bytes.arenaToEngine).toBeGreaterThan(0);
       expect(report.pinnedSlotsAtEnd).toBe(0);
     }, 300_000);
+  });
+});
+
+describe("the replay's report (no model needed: turns made up)", () => {
+  /** A wake turn leased from a hit, checked against a full prefill of the same prompt. */
+  const hit = (ttftS: number, fullPrefillS: number, bitExact = false) => ({
+    agent: 'agent-0', kind: 'wake', tool: 'file', toolS: 1, wake: 'hit', path: 'leased', tokens: 1200, cachedTokens: 1000,
+    ttftS, restoreS: 0.04, prefillS: ttftS - 0.04, waitedS: 0, bytesWritten: 0, bytesRead: 8e6,
+    check: { fullPrefillS, bitExact, sameTokens: true, maxAbsDiff: 2e-7, logitScale: 1.5 },
+  });
+  const first = { agent: 'agent-0', kind: 'first', tool: null, toolS: 0, wake: null, path: 'recompute', cause: 'first', tokens: 1000, cachedTokens: 0, ttftS: 1, restoreS: 0, prefillS: 1, waitedS: 0, bytesWritten: 8e6, bytesRead: 0 };
+  const prep = { result: 'succeeded', value: { alreadyReady: false, prepS: 0.03, sizeBytes: 8e6 }, error: null };
+
+  /** The text report of a made-up run of `turns`. */
+  function report(profile: string, turns: object[]): string {
+    const summary = summarize([first, ...turns], [prep]);
+    return formatReport({
+      ...summary, profile, seed: 7, agents: 1, timeScale: 1, maxWaitS: 4, wallS: 10, lateLookup: false, admissions: { queued: turns.length },
+      engine: { geometry: 'g', identity: { profile: 'p', runtime: 'r' }, threads: 2, cacheBudgetBytes: 0, kvBytesPerToken: 8192 },
+      storage: { budgetBytes: 1, prepared: 1, alreadyReady: 0, evicted: 0, evictRefusedPinned: 0 },
+    }) as string;
+  }
+
+  it('says a profile is too small to show a saving when its prompts prefill within the timing noise, and which profiles show it', () => {
+    const text = report('tiny', [hit(0.03, NOISE_S / 2), hit(0.02, NOISE_S / 3)]);
+    expect(text).toMatch(/^ {2}profile tiny is too small to show a saving: its prompts' full prefill takes \d+ ms \(p50\), under the 100 ms this host's timing noise reaches/m);
+    expect(text).toMatch(/--profile medium \(under 3 minutes on 2 cores\) and --profile large show the real balance/);
+  });
+
+  it('says so when a hit saved nothing, and says nothing of the kind when hits saved prefill', () => {
+    expect(report('tiny', [hit(1.3, 1.0), hit(1.2, 1.1)])).toMatch(/too small to show a saving: a leased turn \(restore p50 40 ms plus the new tokens' prefill\) took as long as the full prefill/);
+    const shown = report('medium', [hit(0.4, 3.0), hit(0.5, 2.5)]);
+    expect(shown).toMatch(/^prefill saved per leased hit .*: p50 \d+ ms/m);
+    expect(shown).not.toMatch(/too small/);
+  });
+
+  it('reads the same-output check as what it is: same tokens and within tolerance, bit-identity not required', () => {
+    const text = report('medium', [hit(0.4, 3.0), hit(0.5, 2.5, true)]);
+    expect(text).toContain('same output: 2 of 2 leased hits decoded the same greedy tokens as a full recompute of the same prompt;');
+    expect(text).toMatch(/their logits differ from it by at most 2\.00e-7, within the tolerance 1\.50e-5 \(1e-5 x the largest logit, 1\.50\)\./);
+    expect(text).toContain('1 of 2 were also bit-identical: not required');
+    expect(text).not.toMatch(/\d bit-exact logits/);
   });
 });

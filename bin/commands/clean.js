@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isArenaFileName, unlinkLeaseTable } from 'waitprep';
 import { isTableName } from 'waitprep/layout';
+import { CLEAN_USAGE } from './clean-usage.js';
 import { CommandError, EXIT, SHM, headerOf, commandArgs, look, openForOperator, shmPathProblem, toJson, trustOf } from './operator.js';
 
 /** The demo's socket is named after its table (demo/run.js): `<tmpdir>/<table>.sock`, for these tables only. */
@@ -122,7 +123,6 @@ function cleanOne(name, dryRun, trust, named) {
   return outcome;
 }
 
-export const CLEAN_USAGE = 'waitprep clean [<table>...] [--dry-run] [--json] [--trust-uid UID] [--trust-group-writable]';
 
 function parseCleanArgs(args) {
   const { values, names } = commandArgs(args, ['json', 'dry-run', 'trust-group-writable'], CLEAN_USAGE, ['trust-uid']);

@@ -13,10 +13,14 @@
 //   2 usage error            3 no such table
 //   4 not a lease table of this ABI (ERR_BAD_SEGMENT)   5 any other error (addon not loaded, …)
 import { closeSync, constants as fsConstants, fstatSync, openSync, readSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { implementationReason, judgeInspection, openLeaseTable, summarizeInspection } from 'waitprep';
 import { HDR, WP_ABI_VERSION, WP_MAGIC, isTableName } from 'waitprep/layout';
+
+/** How to get the addon: the install step's and the loader's own words (scripts/build-advice.cjs). */
+const HOW_TO_BUILD = createRequire(import.meta.url)('../../scripts/build-advice.cjs');
 
 /** Where POSIX shared memory lives on Linux: a table named N is the file /dev/shm/N. */
 export const SHM = '/dev/shm';
@@ -151,7 +155,7 @@ export function openForOperator(command, name, trust = {}) {
       case 'ERR_NATIVE_UNAVAILABLE':
         throw new CommandError(EXIT.ERROR, code,
           `the native addon is not loaded, so no shared-memory table can be opened: ${implementationReason}. ` +
-          (process.env.WAITPREP_IMPLEMENTATION === 'js' ? 'Unset WAITPREP_IMPLEMENTATION' : 'Build it (npm run build:native)'));
+          (process.env.WAITPREP_IMPLEMENTATION === 'js' ? 'Unset WAITPREP_IMPLEMENTATION' : `To get it: ${HOW_TO_BUILD}`));
       default:
         throw new CommandError(EXIT.ERROR, code,
           `${error instanceof Error ? error.message : String(error)}` +

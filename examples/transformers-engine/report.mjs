@@ -1,4 +1,7 @@
 // The replay's report as text: what a person reads after npm run e2e:transformers.
+
+/** How far a leased hit's logits may be from a full recompute's, relative to max(1, |largest logit|). */
+export const SAME_OUTPUT_TOLERANCE = 1e-5;
 const ms = (s) => (s === null || s === undefined ? '-' : `${(s * 1000).toFixed(s < 0.1 ? 1 : 0)} ms`);
 const pct = (p) => (p === null ? 'none' : `p50 ${ms(p.p50)}, p95 ${ms(p.p95)} (n=${p.n})`);
 const mib = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
@@ -30,6 +33,12 @@ export function formatReport(r) {
       `prefill saved per leased hit (the same prompt also recomputed in full, ${r.saving.checkedHits} hits): ${pct(r.saving.savedPerHitS)}, mean ${ms(r.saving.meanSavedPerHitS)}`,
       `  full prefill of those prompts: ${pct(r.saving.fullPrefillS)}; mean ${Math.round(r.saving.meanCachedTokens)} tokens came from the lease`,
     );
+    if (r.saving.tooSmall !== null) {
+      lines.push(
+        `  profile ${r.profile} is too small to show a saving: ${r.saving.tooSmall}.`,
+        '  It is sized for tests. --profile medium (under 3 minutes on 2 cores) and --profile large show the real balance: a prefill far above a restore.',
+      );
+    }
   }
   lines.push(
     `preparation: ${r.preparation.units} units (${counts(r.preparation.byResult)}), disk tier -> arena ${pct(r.preparation.prepS)}, mean ${ms(r.preparation.meanPrepS)}`,
@@ -41,7 +50,12 @@ export function formatReport(r) {
   );
   if (r.sameOutput !== null) {
     const s = r.sameOutput;
-    lines.push(`same output: ${s.checkedHits} leased hits against a full recompute: ${s.bitExact} bit-exact logits, ${s.sameTokens} same greedy tokens, max |delta logit| ${s.maxAbsDiff.toExponential(2)} (logits up to ${s.maxLogitScale.toFixed(2)})`);
+    const tolerance = SAME_OUTPUT_TOLERANCE * Math.max(1, s.maxLogitScale);
+    lines.push(
+      `same output: ${s.sameTokens} of ${s.checkedHits} leased hits decoded the same greedy tokens as a full recompute of the same prompt;`,
+      `  their logits differ from it by at most ${s.maxAbsDiff.toExponential(2)}, ${s.maxAbsDiff <= tolerance ? 'within' : 'OUTSIDE'} the tolerance ${tolerance.toExponential(2)} (1e-5 x the largest logit, ${s.maxLogitScale.toFixed(2)}).`,
+      `  ${s.bitExact} of ${s.checkedHits} were also bit-identical: not required, as a recompute sums in another order and fp32 rounds differently.`,
+    );
   }
   return lines.join('\n');
 }

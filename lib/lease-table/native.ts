@@ -49,9 +49,11 @@ interface InstallRecord {
   reason: string;
 }
 
-/** How to get the addon, for the messages that say it is missing. */
-const HOW_TO_BUILD =
-  'install a C++ compiler, make and python3, then run `npm rebuild waitprep` (in a clone of the repository: `npm run build:native`)';
+/**
+ * How to get the addon, for the messages that say it is missing: the same sentence the install
+ * step prints (scripts/build-advice.cjs, which the install step reads before dist/ exists).
+ */
+const HOW_TO_BUILD = require(join(root, 'scripts', 'build-advice.cjs')) as string;
 
 const installRecordPath = join(root, 'build', 'waitprep-install.json');
 
@@ -76,7 +78,7 @@ function whyNotLoaded(error: Error): string {
   if (record === null) {
     return (
       'no Node-API addon is built, and the install step left no record (it did not run: npm was given --ignore-scripts, ' +
-      'or the project does not allow waitprep\'s install script: `npm install-scripts approve waitprep`, then `npm rebuild waitprep`)'
+      'or the project denies waitprep\'s install script in package.json "allowScripts": `npm install-scripts approve waitprep` allows it)'
     );
   }
   if (record.outcome === 'skipped' || record.outcome === 'failed') return `the Node-API addon was not built at install: ${record.reason}`;

@@ -2,7 +2,8 @@
 // subcommand (exit 0, on stdout), and the usage errors that say what was wrong and what is valid
 // (exit 2, one message on stderr). Needs the built dist/ (bin/ imports the package by name).
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -44,6 +45,23 @@ describe('waitprep help and version', () => {
       expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
       expect(run.stdout).toMatch(usage);
     }
+  });
+
+  it.each([
+    ['demo', /^usage: waitprep demo \[options\]/],
+    ['experiment', /^usage: waitprep experiment \[options\]/],
+    ['inspect', /^usage: waitprep inspect <table>/],
+    ['doctor', /^usage: waitprep doctor \[--json\]/],
+  ])("waitprep help %s prints that command's usage, not the general one", (command, usage) => {
+    const run = cli('help', command);
+    expect({ status: run.status, stderr: run.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(run.stdout).toMatch(usage);
+  });
+
+  it('waitprep help of an unknown command is exit 2', () => {
+    const run = cli('help', 'no-such-command');
+    expect(run.status).toBe(2);
+    expect(run.stderr).toMatch(/^waitprep help: unknown command "no-such-command"/);
   });
 
   it('after `--`, --help is a table name, not a request for help', () => {
@@ -111,5 +129,54 @@ describe('waitprep inspect, reap and clean given a /dev/shm path', () => {
     const run = cli(command, '/dev/shm/engine0-kv');
     expect(run.status).toBe(2);
     expect(run.stderr).toContain(`"/dev/shm/engine0-kv" is a path; name the table instead: waitprep ${command} engine0-kv`);
+  });
+});
+
+describe('without the addon: the fallback warning never comes before a usage error', () => {
+  // A copy of the package as an install without a compiler leaves it: no build/, no prebuilds/,
+  // so importing it falls back and (by default) warns.
+  const root = join(import.meta.dirname, '..', '..');
+  const pkg = join(dir, 'unbuilt');
+  for (const part of ['dist', 'bin', 'demo', 'experiment', 'worker', 'scripts', 'package.json']) cpSync(join(root, part), join(pkg, part), { recursive: true });
+  symlinkSync(join(root, 'node_modules'), join(pkg, 'node_modules'));
+
+  /** The command in the copy, with the warning on (the test config turns it off). */
+  function unbuilt(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+    const { WAITPREP_NO_FALLBACK_WARNING: _w, WAITPREP_IMPLEMENTATION: _i, ...env } = process.env;
+    const result = spawnSync(process.execPath, [join(pkg, 'bin', 'waitprep.js'), ...args], { encoding: 'utf8', env, timeout: 30_000 });
+    return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+  }
+
+  it.each([
+    [['demo', '--bogus'], 'waitprep demo: unknown option "--bogus"'],
+    [['demo', '--agents', '0'], 'waitprep demo: --agents must be an integer from 1 to 1000000, got "0"'],
+    [['experiment', '--agents', 'x'], 'waitprep experiment: --agents: expected a positive integer, got "x" (`waitprep experiment --help` lists the options)'],
+    [['inspect'], 'waitprep inspect: the table name is missing'],
+  ])('%j: the usage error is the first line, and nothing warns', (args, first) => {
+    const run = unbuilt(...args);
+    expect(run.status).toBe(2);
+    expect(run.stderr.split('\n')[0]).toBe(first);
+    expect(run.stderr).not.toContain('WAITPREP_FALLBACK');
+  });
+
+  it("the operator's commands give the same advice on how to get the addon as the install step and the loader", () => {
+    const advice = createRequire(import.meta.url)('../../scripts/build-advice.cjs') as string;
+    const run = unbuilt('inspect', 'engine0-kv');
+    expect(run.status).toBe(5);
+    expect(run.stderr).toMatch(/the native addon is not loaded, so no shared-memory table can be opened: /);
+    expect(run.stderr).toContain(`To get it: ${advice}`);
+    expect(unbuilt('doctor').stdout).toContain(`to get the addon: ${advice}`);
+    expect(run.stderr).not.toContain('WAITPREP_FALLBACK');
+  });
+
+  it('waitprep doctor says the fallback is in use, why, and how to get the addon (exit 1)', () => {
+    const run = unbuilt('doctor');
+    expect(run.status).toBe(1);
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toMatch(/^implementation: js \(no Node-API addon is built, and the install step left no record/m);
+    expect(run.stdout).toMatch(/^libwaitprep\.so: not built$/m);
+    expect(run.stdout).toMatch(/^to get the addon: install a C\+\+ compiler, make and python3, then run `npm rebuild waitprep`/m);
+    const json = JSON.parse(unbuilt('doctor', '--json').stdout);
+    expect(json).toMatchObject({ implementation: 'js', library: null, install: null, ok: false });
   });
 });

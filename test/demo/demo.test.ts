@@ -123,6 +123,17 @@ describe('waitprep demo (end to end)', () => {
     expectUnitsAccounted(stats, summary.units);
     expect(summary.wakeLatencyNs.what).toMatch(/sporadic, cold/);
     expect(summary.wakeLatencyNs.what).toMatch(/bench:pin/);
+    // waitprep's own run is the top level: every wake of the trace, a never-admitted one a miss.
+    const traceWakes = summary.trace.summary.wakes;
+    expect(summary.policy.name).toBe('fifo');
+    expect(summary.wakes).toBe(traceWakes);
+    expect(summary.wakes).toBe(stats.wakes + summary.wakesWithoutTicket);
+    expect(summary.hits).toBe(stats.hits);
+    expect(summary.hits + sum(summary.misses)).toBe(summary.wakes);
+    expect(summary.readyShare).toBe(summary.wakes > 0 ? summary.hits / summary.wakes : 0);
+    // The baseline, on the same trace, under its own key: nothing prepared, every wake a miss.
+    expect(Object.keys(summary.baselines)).toEqual(['no-preparation']);
+    expect(summary.baselines['no-preparation']).toMatchObject({ wakes: traceWakes, hits: 0, readyShare: 0, misses: { 'no-preparation': traceWakes } });
   });
 
   it('prints a text summary with one agent count, every outcome defined, and the wake latency in readable units with what it includes', () => {
@@ -136,6 +147,11 @@ describe('waitprep demo (end to end)', () => {
     expect(run.stdout).toMatch(/sporadic, cold call/);
     expect(run.stdout).toMatch(/npm run bench:pin.*docs\/benchmarks\.md/);
     expect(run.stdout).not.toMatch(/\d{5,} ns/);
+    // It ends with the share of next turns that found their context ready, against the baseline.
+    const last = run.stdout.trimEnd().split('\n').at(-1)!;
+    const share = /^With waitprep \(policy fifo\), (\d+\.\d)% of next turns \((\d+) of (\d+) wakes\) found their context ready, against 0\.0% with no preparation\.$/.exec(last);
+    expect(share, last).not.toBeNull();
+    expect(Number(share![1])).toBeCloseTo((100 * Number(share![2])) / Number(share![3]), 1);
     // Progress lines report what moves (waits by outcome, consumers waiting), not the queue gauges that sit at 0.
     const progress = run.stderr.split('\n').filter((line) => /^\[ *\d+\.\d s\]/.test(line));
     expect(progress.length).toBeGreaterThan(0);

@@ -7,7 +7,7 @@
 // no figure is asserted, only what must hold whatever the figures are.
 import { createHash } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
@@ -135,8 +135,8 @@ describe('experiment: determinism', () => {
     expect(text).toMatch(/^fifo-1 +\d/m);
     const page = readFileSync(html, 'utf8');
     expect(page).toMatch(/^<!doctype html>/);
-    expect(page).toContain('hit rate against agents');
-    expect(page).toContain('latency CDF');
+    expect(page).toContain('next turns with their context ready, against agents');
+    expect(page).toContain('<th>of oracle</th>');
     expect(page).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org)/);
     execFileSync('rm', ['-rf', dir]);
   });
@@ -390,7 +390,8 @@ describe('experiment: docs/experiment.md', () => {
         const options = experimentOptions(args!.split(/ +/));
         if (options.from === null) runs.push(options);
         else for (const file of options.from) expect(written.has(file), `${file} is written before it is read`).toBe(true);
-        if (options.html !== null) expect(existsSync(join(root, options.html))).toBe(true);
+        // Reports are made on demand, outside docs/: nothing generated is committed there.
+        if (options.html !== null) expect(options.html).toMatch(/^reports\//);
         if (out !== '/dev/null') written.add(out!);
       }
     } finally {
@@ -409,7 +410,7 @@ describe('experiment: docs/experiment.md', () => {
     }
   });
 
-  it("§ Today's figures has a table of every policy, in report order, for each preset of each figure; the reports it links are committed, with no script and nothing loaded from elsewhere", () => {
+  it("§ Today's figures has a table of every policy, in report order, for each preset of each figure, and links no generated report", () => {
     const figures = doc.slice(doc.indexOf("\n## Today's figures"), doc.indexOf('\n## Findings'));
     const tables = figures.split(/^\*\*(?=[\w-]+\*\*, \w+ trace)/m).slice(1);
     expect(tables).toHaveLength(3 * 3);
@@ -417,15 +418,6 @@ describe('experiment: docs/experiment.md', () => {
       const rows = [...table.matchAll(/^\| ([\w+-]+) \|/gm)].map((m) => m[1]).filter((name) => name !== 'policy');
       expect(rows).toEqual(names);
     }
-    const links = [...figures.matchAll(/\]\((experiment-reports\/[\w-]+\.html)\)/g)].map((m) => m[1]!);
-    expect(links.sort()).toEqual(['experiment-reports/generator.html', 'experiment-reports/mooncake.html']);
-    for (const link of links) {
-      const page = readFileSync(join(root, 'docs', link), 'utf8');
-      expect(page).toMatch(/^<!doctype html>/);
-      expect(page).toContain('hit rate against agents');
-      expect(page).toContain('latency CDF');
-      // The SVG namespace is a name, not a fetch; any other URL, src or href would be one.
-      expect(page).not.toMatch(/<script|\b(src|href)=|url\(|https?:\/\/(?!www\.w3\.org\/2000\/svg")/);
-    }
+    expect(figures).not.toMatch(/\]\([\w./-]+\.html\)/);
   });
 });

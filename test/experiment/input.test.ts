@@ -149,8 +149,10 @@ describe('waitprep experiment: bad options name the option, exit 2', () => {
     expectRefused(args as string[], says);
   });
 
-  it('an --html file that cannot be written', () => {
-    expectRefused(['--html', join(dir, 'no-such-dir', 'report.html'), '--seconds', '60'], /--html: cannot write ".*report\.html": ENOENT/, { printed: true });
+  it('an --html file that cannot be written (its folder would sit under a regular file)', () => {
+    const file = join(dir, 'a-regular-file');
+    writeFileSync(file, '');
+    expectRefused(['--html', join(file, 'sub', 'report.html'), '--seconds', '60'], /--html: cannot write ".*report\.html": ENOTDIR/, { printed: true });
   });
 
   it('a sampling interval that would keep too many samples is refused with the memory, and the interval it names runs', () => {

@@ -73,7 +73,7 @@ describe('native loading', () => {
     const pkg = join(scratch, name);
     cpSync(join(root, 'dist'), join(pkg, 'dist'), { recursive: true });
     cpSync(join(root, 'package.json'), join(pkg, 'package.json'));
-    cpSync(join(root, 'scripts', 'install-native.js'), join(pkg, 'scripts', 'install-native.js'));
+    for (const script of ['install-native.js', 'build-advice.cjs']) cpSync(join(root, 'scripts', script), join(pkg, 'scripts', script));
     symlinkSync(join(root, 'node_modules'), join(pkg, 'node_modules'));
     return pkg;
   }
@@ -238,6 +238,39 @@ describe('native loading', () => {
       expect(loaded.implementation).toBe('js');
       expect(loaded.reason).toBe('the Node-API addon was not built at install: no C++ compiler on PATH (c++, g++, clang++ or $CXX); using the JavaScript fallback');
       expect(loaded.error).toMatch(/No native build was found/);
+    });
+
+    it("a folder whose dependencies npm did not install: says so and builds nothing, instead of node-gyp's failure", () => {
+      // What `npm install /path/to/clone` runs the step in: the folder, with no node_modules.
+      const pkg = unbuiltCopy('no-dependencies');
+      rmSync(join(pkg, 'node_modules'));
+      const nodeGyp = join(scratch, 'node-gyp-must-not-run.js');
+      writeFileSync(nodeGyp, "process.stderr.write('node-gyp ran\\n'); process.exit(1);");
+      const { stderr, record } = install(pkg, process.env.PATH ?? '', nodeGyp);
+      expect(stderr).not.toContain('node-gyp ran');
+      expect(stderr).toMatch(/dependencies are not installed here \(node-addon-api is missing\)/);
+      expect(record).toMatchObject({ outcome: 'skipped', reason: expect.stringMatching(/node-addon-api is missing/) });
+    });
+
+    const hasScript = spawnSync('script', ['--version'], { stdio: 'ignore' }).status === 0;
+    it.runIf(runsIf('native-loading: the install line on the terminal', [hasScript, "util-linux's script(1) is not installed"]))(
+      'with its output captured, as npm captures it, the step still tells the terminal that it built nothing and why',
+      () => {
+        const pkg = unbuiltCopy('terminal');
+        // script(1) gives the step a terminal; its stderr, what npm would capture, goes nowhere.
+        const command = `env -u WAITPREP_NO_FALLBACK_WARNING PATH=${join(scratch, 'no-tools')} ${process.execPath} ${join(pkg, 'scripts', 'install-native.js')} 2>/dev/null`;
+        const run = spawnSync('script', ['-qec', command, '/dev/null'], { cwd: pkg, encoding: 'utf8', timeout: 30_000 });
+        expect(run.status).toBe(0);
+        expect(run.stdout).toMatch(/^waitprep: no C\+\+ compiler on PATH .*JavaScript fallback will be used\. .*Check what loads: `npx waitprep doctor`\r?$/m);
+      },
+    );
+
+    it('the install step, the fallback warning and ERR_NATIVE_UNAVAILABLE give the same advice on how to build', () => {
+      const advice = createRequire(import.meta.url)('../../scripts/build-advice.cjs') as string;
+      const pkg = unbuiltCopy('same-advice');
+      expect(install(pkg, join(scratch, 'no-tools'), '').stderr).toContain(`To build it later: ${advice}`);
+      expect(importIn(pkg).stderr).toContain(`To get the addon: ${advice}.`);
+      expect(importIn(pkg, { WAITPREP_IMPLEMENTATION: 'native' }).error!.message).toContain(`To get it: ${advice}`);
     });
 
     it('a failed build: implementationReason names the tool and its first error', () => {
