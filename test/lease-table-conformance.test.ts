@@ -1598,6 +1598,16 @@ function conformance(impl: Impl, h: Harness): void {
         expect(reader.unpinMany(run)).toBe(2);
       });
 
+      it('a getter that closes the table mid-read: ERR_CLOSED, nothing pinned', () => {
+        const { producer, consumer: reader } = pair(h);
+        const key = makeKey(1);
+        publish(producer, key);
+        const chunks = [key, key];
+        Object.defineProperty(chunks, 1, { get: () => (reader.close(), key) });
+        expectCode(() => reader.tryPinPrefix(chunks), 'ERR_CLOSED');
+        expect(producer.tryEvict(key)).toBe('evicted');
+      });
+
       it('unpinMany detaches only what it releases, whatever a second read of the array answers', () => {
         const { producer, consumer: reader } = pair(h);
         const [a, b] = [1, 2].map((n) => makeKey(n));
@@ -1615,6 +1625,33 @@ function conformance(impl: Impl, h: Harness): void {
         const released = reader.unpinMany(leases);
         expect(released).toBe(5);
         for (const lease of [first!, ...more]) {
+          expect(lease.closed).toBe(true);
+          expect(reader.clientPins(lease.slot)).toBe(0);
+        }
+        expect(reader.summary().pinnedSlots).toBe(0);
+      });
+
+      it('an iterator that calls unpinMany mid-release does not change which pins are released', () => {
+        const { producer, consumer: reader } = pair(h);
+        const [a, b, c] = [1, 2, 3].map((n) => makeKey(n));
+        for (const k of [a, b, c]) publish(producer, k!);
+        const outer = reader.tryPinPrefix([a!, b!]);
+        const inner = reader.tryPinPrefix([c!]);
+        let pass = 0;
+        let innerReleased = -1;
+        const leases = [...outer];
+        // The releasing (second) pass releases `inner` between the two leases it yields.
+        Object.defineProperty(leases, Symbol.iterator, {
+          value: function* () {
+            pass++;
+            yield outer[0]!;
+            if (pass === 2) innerReleased = reader.unpinMany(inner);
+            yield outer[1]!;
+          },
+        });
+        expect(reader.unpinMany(leases)).toBe(2);
+        expect(innerReleased).toBe(1);
+        for (const lease of [...outer, ...inner]) {
           expect(lease.closed).toBe(true);
           expect(reader.clientPins(lease.slot)).toBe(0);
         }

@@ -431,6 +431,9 @@ function newBatch(n: number): Batch {
   return { digests: new Uint8Array(digestWords.buffer), digestWords, leases, views, tokens: new Uint32Array(n * 3) };
 }
 
+/** The buffers of no lease: a table's until its first many-lease call, and while unpinMany holds them. */
+const NO_BATCH = newBatch(0);
+
 /**
  * One client's view of a shared-memory lease table (native) or of a
  * SharedArrayBuffer table (JavaScript fallback). Consumers pin; the single
@@ -452,9 +455,7 @@ export class LeaseTable {
   #handle: TableHandle | null;
   readonly #halves: Uint32Array;
   readonly #meta = new BigUint64Array(5);
-  #batch: Batch = newBatch(0);
-  /** Whether unpinMany is filling `#batch.tokens` (a call from the caller's code meanwhile takes its own). */
-  #unpinning = false;
+  #batch: Batch = NO_BATCH;
 
   /** @internal Use {@link openLeaseTable}. */
   constructor(handle: TableHandle, implementation: 'native' | 'js', name: string, role: 'consumer' | 'producer', buffer: SharedArrayBuffer | null) {
@@ -562,10 +563,10 @@ export class LeaseTable {
     if (readiness === 'device' && device === null) {
       throw invalidArgument('want.target', 'a device target { device: "GPU-…", arena, arenaGeneration }', (want as { target?: unknown }).target);
     }
-    const handle = this.#open('tryPinPrefix');
+    this.#open('tryPinPrefix');
     // Every read of the caller's `chunks` is here, each element read once, before the table's
     // reusable buffers are touched: a getter or Proxy trap (and whatever it calls, this table's
-    // own tryPinPrefix or unpinMany included) runs before those buffers hold this call's
+    // own tryPinPrefix, unpinMany or close included) runs before those buffers hold this call's
     // digests, and each lease is named by the element whose digest it pinned. The length is
     // checked before anything is sized from it.
     let n: number;
@@ -584,9 +585,10 @@ export class LeaseTable {
         keys.push(key);
       }
     }
+    const handle = this.#open('tryPinPrefix');
     const batch = this.#batchFor(n);
     if (keys === null) {
-      batch.digests.set(chunks as Uint8Array);
+      if (n > 0) batch.digests.set(chunks as Uint8Array); // n is 0 for a detached buffer, which set() would refuse
     } else {
       const into = batch.digestWords;
       for (let i = 0, at = 0; i < n; i++, at += 8) keyDigestWordsInto(keys[i] as ArtifactKey, into, at);
@@ -597,7 +599,7 @@ export class LeaseTable {
     if (keys !== null) {
       // The run's leases replace their keys in place; the keys past the run are dropped.
       for (let i = 0; i < run; i++) keys[i] = new TableLease(this, keys[i] as ArtifactKey, consumer, readiness, views[i]!);
-      keys.length = run;
+      if (run < n) keys.length = run;
       return keys as Lease[];
     }
     const leases: DigestLease[] = [];
@@ -606,8 +608,8 @@ export class LeaseTable {
   }
 
   /**
-   * Closes many of this table's leases with one call into the table (one addon crossing) and
-   * returns how many pins that released. Leases already closed are skipped. Every element must be
+   * Closes many of this table's leases with one call into the table (one addon crossing for
+   * each {@link MAX_PREFIX_CHUNKS} of them) and returns how many pins that released. Leases already closed are skipped. Every element must be
    * a lease of this package's lease tables: one held in another table (or anything else) throws
    * `ERR_INVALID_ARGUMENT` before any is closed. On a closed table (which released every pin)
    * the leases are only marked closed.
@@ -625,27 +627,25 @@ export class LeaseTable {
     // The second pass reads the caller's array again, and a getter, Proxy or iterator may answer
     // otherwise: it detaches only what is a lease of this table as it reads it, releasing the
     // tokens whenever the buffer is full, so no lease is ever marked closed with its pin kept
-    // and the buffer (at most MAX_PREFIX_CHUNKS) never grows with the array. A call made from
-    // the caller's code meanwhile (this method again) takes a buffer of its own.
-    const nested = this.#unpinning;
-    const batch = nested ? newBatch(Math.min(Math.max(open, 1), MAX_PREFIX_CHUNKS)) : this.#batchFor(Math.max(open, 1));
+    // and the buffer (at most MAX_PREFIX_CHUNKS) never grows with the array. The buffer is taken
+    // out of the table while it fills, so that a call the caller's code makes meanwhile (this
+    // method again, or tryPinPrefix) makes one of its own; if the caller's code throws, the
+    // table's next call does.
+    const batch = this.#batchFor(Math.max(open, 1));
     const room = batch.tokens.length / 3;
-    this.#unpinning = true;
+    this.#batch = NO_BATCH;
     let released = 0;
-    try {
-      let n = 0;
-      for (const lease of leases as unknown[]) {
-        if (leaseTableOf(lease) !== this) continue;
-        if (n === room) {
-          released += this.#unpinTokens(batch.tokens, n);
-          n = 0;
-        }
-        detachLease(lease as TableLease | TableDigestLease, batch.tokens, 3 * n++);
+    let n = 0;
+    for (const lease of leases as unknown[]) {
+      if (leaseTableOf(lease) !== this) continue;
+      if (n === room) {
+        released += this.#unpinTokens(batch.tokens, n);
+        n = 0;
       }
-      if (n > 0) released += this.#unpinTokens(batch.tokens, n);
-    } finally {
-      this.#unpinning = nested;
+      detachLease(lease as TableLease | TableDigestLease, batch.tokens, 3 * n++);
     }
+    if (n > 0) released += this.#unpinTokens(batch.tokens, n);
+    this.#batch = batch;
     return released;
   }
 
