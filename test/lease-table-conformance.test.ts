@@ -1658,28 +1658,19 @@ function conformance(impl: Impl, h: Harness): void {
         expect(reader.summary().pinnedSlots).toBe(0);
       });
 
-      it('packed digests are counted by the typed array’s own length; a Proxy of one is refused', () => {
+      it('packed digests: a Proxy of a Uint8Array is refused, a Buffer is taken', () => {
         const { producer, consumer: reader } = pair(h);
         const [a, b] = [1, 2].map((n) => makeKey(n));
         for (const k of [a, b]) publish(producer, k!);
         const both = new Uint8Array(64);
         both.set(a!.digest, 0);
         both.set(b!.digest, 32);
-        expect(reader.unpinMany(reader.tryPinPrefix(both))).toBe(2); // leaves b's digest in the table's buffer at chunk 1
-        class Lying extends Uint8Array {
-          override get length(): number {
-            return 64;
-          }
-        }
-        const one = new Lying(32);
-        one.set(a!.digest);
-        const run = reader.tryPinPrefix(one);
-        expect(run.map((l) => l.digest)).toEqual([a!.hex]);
-        expect(reader.clientPins(run[0]!.slot)).toBe(1);
-        expect(producer.tryEvict(b!)).toBe('evicted');
-        run[0]!.close();
-        expectCode(() => reader.tryPinPrefix(new Proxy(both, {}) as Uint8Array), 'ERR_INVALID_ARGUMENT');
+        // Copying a Proxy would read its length and every byte through its traps a second time.
+        expectCode(() => reader.tryPinPrefix(new Proxy(both, {})), 'ERR_INVALID_ARGUMENT');
         expect(reader.summary().pinnedSlots).toBe(0);
+        const run = reader.tryPinPrefix(Buffer.from(both));
+        expect(run.map((l) => l.digest)).toEqual([a!.hex, b!.hex]);
+        expect(reader.unpinMany(run)).toBe(2);
       });
 
       it('a length over MAX_PREFIX_CHUNKS, or one that is not a length, is ERR_INVALID_ARGUMENT naming chunks.length', () => {

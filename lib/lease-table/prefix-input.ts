@@ -9,22 +9,14 @@
  */
 export const MAX_PREFIX_CHUNKS = 65_536;
 
-// %TypedArray%.prototype's own getters. A subclass can redefine `length`, and a Proxy of a
-// Uint8Array passes `instanceof Uint8Array` while answering `length` and every index from its
-// traps; these getters read the typed array's own internal slots instead (the tag getter answers
-// undefined, without throwing, for anything that is not a typed array, a Proxy included).
-const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype) as object;
-const typedArrayTag = Object.getOwnPropertyDescriptor(typedArrayPrototype, Symbol.toStringTag)!.get! as (this: unknown) => string | undefined;
-const typedArrayLength = Object.getOwnPropertyDescriptor(typedArrayPrototype, 'length')!.get! as (this: Uint8Array) => number;
-
 /**
- * The number of 32-byte digests packed back to back in `chunks`, read from the typed array's own
- * length (what `TypedArray#set` copies), or -1 when `chunks` is not a Uint8Array, or its length is
- * not a multiple of 32. Runs no code of the caller's.
+ * The number of 32-byte digests packed back to back in `chunks`, or -1 when `chunks` is not a
+ * typed array (a Proxy of one is not: `TypedArray#set` would read its length and every byte
+ * through the Proxy's traps a second time) or its length is not a multiple of 32.
  */
 export function packedDigestCount(chunks: Uint8Array): number {
-  if (typedArrayTag.call(chunks) !== 'Uint8Array') return -1;
-  const bytes = typedArrayLength.call(chunks);
+  if (!ArrayBuffer.isView(chunks)) return -1;
+  const bytes = chunks.length;
   return bytes % 32 === 0 ? bytes / 32 : -1;
 }
 

@@ -578,11 +578,11 @@ export class LeaseTable {
     } else {
       n = chunks.length;
       if (n >>> 0 !== n || n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, n);
-      keys = [];
+      keys = new Array(n);
       for (let i = 0; i < n; i++) {
         const key = chunks[i];
         if (!isArtifactKey(key)) throw notAKey();
-        keys.push(key);
+        keys[i] = key;
       }
     }
     const handle = this.#open('tryPinPrefix');
