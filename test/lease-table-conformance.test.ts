@@ -1658,6 +1658,29 @@ function conformance(impl: Impl, h: Harness): void {
         expect(reader.summary().pinnedSlots).toBe(0);
       });
 
+      it('an iterator that throws mid-release: the leases it closed have their pins released', () => {
+        const { producer, consumer: reader } = pair(h);
+        const [a, b] = [1, 2].map((n) => makeKey(n));
+        for (const k of [a, b]) publish(producer, k!);
+        const run = reader.tryPinPrefix([a!, b!]);
+        let pass = 0;
+        const leases = [...run];
+        Object.defineProperty(leases, Symbol.iterator, {
+          value: function* () {
+            pass++;
+            yield run[0]!;
+            if (pass === 2) throw new Error('the caller’s iterator');
+            yield run[1]!;
+          },
+        });
+        expect(() => reader.unpinMany(leases)).toThrow('the caller’s iterator');
+        expect(run[0]!.closed).toBe(true);
+        expect(reader.clientPins(run[0]!.slot)).toBe(0);
+        expect(producer.tryEvict(a!)).toBe('evicted');
+        expect(run[1]!.closed).toBe(false);
+        expect(reader.unpinMany([run[1]!])).toBe(1);
+      });
+
       it('packed digests: a Proxy of a Uint8Array is refused, a Buffer is taken', () => {
         const { producer, consumer: reader } = pair(h);
         const [a, b] = [1, 2].map((n) => makeKey(n));

@@ -431,7 +431,7 @@ function newBatch(n: number): Batch {
   return { digests: new Uint8Array(digestWords.buffer), digestWords, leases, views, tokens: new Uint32Array(n * 3) };
 }
 
-/** The buffers of no lease: a table's until its first many-lease call, and while unpinMany holds them. */
+/** The buffers of no lease: a table's until its first many-lease call, and while unpinMany fills its own. */
 const NO_BATCH = newBatch(0);
 
 /**
@@ -609,10 +609,10 @@ export class LeaseTable {
 
   /**
    * Closes many of this table's leases with one call into the table (one addon crossing for
-   * each {@link MAX_PREFIX_CHUNKS} of them) and returns how many pins that released. Leases already closed are skipped. Every element must be
-   * a lease of this package's lease tables: one held in another table (or anything else) throws
-   * `ERR_INVALID_ARGUMENT` before any is closed. On a closed table (which released every pin)
-   * the leases are only marked closed.
+   * each {@link MAX_PREFIX_CHUNKS} of them) and returns how many pins that released. Leases
+   * already closed are skipped. Every element must be a lease of this package's lease tables:
+   * one held in another table (or anything else) throws `ERR_INVALID_ARGUMENT` before any is
+   * closed. On a closed table (which released every pin) the leases are only marked closed.
    */
   unpinMany(leases: ReadonlyArray<Lease | DigestLease>): number {
     if (!Array.isArray(leases)) throw invalidArgument('leases', "an array of this table's leases", leases);
@@ -625,26 +625,32 @@ export class LeaseTable {
       if (table === this) open++;
     }
     // The second pass reads the caller's array again, and a getter, Proxy or iterator may answer
-    // otherwise: it detaches only what is a lease of this table as it reads it, releasing the
-    // tokens whenever the buffer is full, so no lease is ever marked closed with its pin kept
-    // and the buffer (at most MAX_PREFIX_CHUNKS) never grows with the array. The buffer is taken
-    // out of the table while it fills, so that a call the caller's code makes meanwhile (this
-    // method again, or tryPinPrefix) makes one of its own; if the caller's code throws, the
-    // table's next call does.
+    // otherwise, or throw: it detaches only what is a lease of this table as it reads it,
+    // releasing the tokens whenever the buffer is full and before any error leaves, so no lease
+    // is marked closed with its pin kept, and the buffer (at most MAX_PREFIX_CHUNKS) never grows
+    // with the array. The buffer is taken out of the table while it fills, so that a call the
+    // caller's code makes meanwhile (this method again, or tryPinPrefix) makes one of its own.
     const batch = this.#batchFor(Math.max(open, 1));
     const room = batch.tokens.length / 3;
     this.#batch = NO_BATCH;
     let released = 0;
     let n = 0;
-    for (const lease of leases as unknown[]) {
-      if (leaseTableOf(lease) !== this) continue;
-      if (n === room) {
-        released += this.#unpinTokens(batch.tokens, n);
-        n = 0;
+    try {
+      for (const lease of leases as unknown[]) {
+        if (leaseTableOf(lease) !== this) continue;
+        if (n === room) {
+          released += this.#unpinTokens(batch.tokens, n);
+          n = 0;
+        }
+        detachLease(lease as TableLease | TableDigestLease, batch.tokens, 3 * n++);
       }
-      detachLease(lease as TableLease | TableDigestLease, batch.tokens, 3 * n++);
+      if (n > 0) released += this.#unpinTokens(batch.tokens, n);
+    } catch (error) {
+      // Tokens already released (when the release itself failed) release nothing a second time.
+      this.#handle?.unpinMany(batch.tokens, n);
+      this.#batch = batch;
+      throw error;
     }
-    if (n > 0) released += this.#unpinTokens(batch.tokens, n);
     this.#batch = batch;
     return released;
   }
