@@ -111,6 +111,7 @@ export {
   type Reservation,
 } from './lease-table/table.js';
 export { parseHandoffToken, type HandoffToken } from './lease-table/handoff.js';
+export { MAX_PREFIX_CHUNKS } from './lease-table/prefix-input.js';
 export {
   judgeInspection,
   summarizeInspection,

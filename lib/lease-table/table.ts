@@ -1,5 +1,5 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
-import { assertArtifactKey, keyDigestBytes, keyDigestWordsInto, notAKey, type ArtifactKey } from '../keys/key.js';
+import { assertArtifactKey, isArtifactKey, keyDigestBytes, keyDigestWordsInto, notAKey, type ArtifactKey } from '../keys/key.js';
 import { isConsumer } from '../coordinator/consumer.js';
 import { normalizeTarget } from './device-target.js';
 import { isObject, ownField, ownOptions, rejectUnknownOptions, u64OrNull } from '../internal/validate.js';
@@ -14,6 +14,7 @@ import { deviceRecord, encodedTarget } from './device-record.js';
 import { digestBytesOfHex, formatHandoffToken, parseHandoffToken } from './handoff.js';
 import { HEADER_SIZE, MAX_CAPACITY, OPEN_TRUST, STATUS, isTableName, segmentSize } from './layout.js';
 import { errnoName, noSpaceError, openNativeHandle, otherAbiNote } from './native-handle.js';
+import { MAX_PREFIX_CHUNKS, PREFIX_CHUNKS, PREFIX_TOO_LONG, packedDigestCount } from './prefix-input.js';
 
 /** Options of {@link openLeaseTable}. */
 export interface OpenLeaseTableOptions {
@@ -430,6 +431,9 @@ function newBatch(n: number): Batch {
   return { digests: new Uint8Array(digestWords.buffer), digestWords, leases, views, tokens: new Uint32Array(n * 3) };
 }
 
+/** The buffers of no lease: a table's until its first many-lease call, and while unpinMany fills its own. */
+const NO_BATCH = newBatch(0);
+
 /**
  * One client's view of a shared-memory lease table (native) or of a
  * SharedArrayBuffer table (JavaScript fallback). Consumers pin; the single
@@ -451,7 +455,7 @@ export class LeaseTable {
   #handle: TableHandle | null;
   readonly #halves: Uint32Array;
   readonly #meta = new BigUint64Array(5);
-  #batch: Batch = newBatch(0);
+  #batch: Batch = NO_BATCH;
 
   /** @internal Use {@link openLeaseTable}. */
   constructor(handle: TableHandle, implementation: 'native' | 'js', name: string, role: 'consumer' | 'producer', buffer: SharedArrayBuffer | null) {
@@ -539,59 +543,76 @@ export class LeaseTable {
    * (one addon crossing), and returns its leases in order: `chunks[0..run)` are pinned, the rest
    * not (`peek` says why the run stopped). `chunks`: the chunks' keys (leases as {@link tryPin}
    * gives, for `consumer`), or their digests packed back to back in one `Uint8Array`
-   * ({@link DigestLease}s). Release them with {@link unpinMany} or each `close()`. Throws
-   * `ERR_INVALID_KEY` for an element that is not a key, `ERR_INVALID_ARGUMENT` for a malformed
-   * `chunks`, `want` (a malformed device target included: there is no miss to carry it) or
+   * ({@link DigestLease}s). At most {@link MAX_PREFIX_CHUNKS} (65,536) chunks a call: pin a
+   * longer prefix in runs. Each element of `chunks` is read once (a getter or Proxy answering
+   * differently later changes nothing): every lease names the artifact it pins. Release them
+   * with {@link unpinMany} or each `close()`. Throws `ERR_INVALID_KEY` for an element that is
+   * not a key (a hole of a sparse array included), `ERR_INVALID_ARGUMENT` for a malformed
+   * `chunks` (one longer than the maximum included, refused before anything is sized from its
+   * length), `want` (a malformed device target included: there is no miss to carry it) or
    * `consumer`, and `ERR_CLOSED` on a closed table.
    */
   tryPinPrefix(chunks: readonly ArtifactKey[], want?: ReadinessRequest, consumer?: Consumer): Lease[];
   tryPinPrefix(chunks: Uint8Array, want?: ReadinessRequest): DigestLease[];
   tryPinPrefix(chunks: readonly ArtifactKey[] | Uint8Array, want: ReadinessRequest = HOST, consumer: Consumer = DIRECT): Lease[] | DigestLease[] {
     const packed = chunks instanceof Uint8Array;
-    if (packed ? chunks.length % 32 !== 0 : !Array.isArray(chunks)) {
-      throw invalidArgument('chunks', 'an array of ArtifactKeys, or a Uint8Array of 32-byte digests back to back', chunks);
-    }
-    const n = packed ? chunks.length / 32 : chunks.length;
+    if (!packed && !Array.isArray(chunks)) throw invalidArgument('chunks', PREFIX_CHUNKS, chunks);
     const readiness = want === HOST ? 'host' : readinessOf(want);
     if (consumer !== DIRECT && !isConsumer(consumer)) throwBadConsumer(consumer);
     const device = readiness === 'device' ? targetOf(want) : null;
     if (readiness === 'device' && device === null) {
       throw invalidArgument('want.target', 'a device target { device: "GPU-…", arena, arenaGeneration }', (want as { target?: unknown }).target);
     }
+    this.#open('tryPinPrefix');
+    // Every read of the caller's `chunks` is here, each element read once, before the table's
+    // reusable buffers are touched: a getter or Proxy trap (and whatever it calls, this table's
+    // own tryPinPrefix, unpinMany or close included) runs before those buffers hold this call's
+    // digests, and each lease is named by the element whose digest it pinned. The length is
+    // checked before anything is sized from it.
+    let n: number;
+    let keys: unknown[] | null = null;
+    if (packed) {
+      n = packedDigestCount(chunks);
+      if (n < 0) throw invalidArgument('chunks', PREFIX_CHUNKS, chunks);
+      if (n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, 32 * n);
+    } else {
+      n = chunks.length;
+      if (n >>> 0 !== n || n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, n);
+      keys = new Array(n);
+      for (let i = 0; i < n; i++) {
+        const key = chunks[i];
+        if (!isArtifactKey(key)) throw notAKey();
+        keys[i] = key;
+      }
+    }
     const handle = this.#open('tryPinPrefix');
     const batch = this.#batchFor(n);
-    if (packed) {
-      batch.digests.set(chunks);
+    if (keys === null) {
+      if (n > 0) batch.digests.set(chunks as Uint8Array); // n is 0 for a detached buffer, which set() would refuse
     } else {
       const into = batch.digestWords;
-      for (let i = 0, at = 0; i < n; i++, at += 8) {
-        try {
-          keyDigestWordsInto(chunks[i]!, into, at);
-        } catch {
-          throw notAKey();
-        }
-      }
+      for (let i = 0, at = 0; i < n; i++, at += 8) keyDigestWordsInto(keys[i] as ArtifactKey, into, at);
     }
     const run = handle.tryPinPrefix(batch.digests, n, device, batch.leases);
     if (run < 0) throw statusError(-run, 'tryPinPrefix');
     const views = batch.views;
-    const leases: Array<Lease | DigestLease> = [];
-    for (let i = 0; i < run; i++) {
-      leases.push(
-        packed
-          ? new TableDigestLease(this, batch.digestWords.slice(8 * i, 8 * i + 8), readiness, views[i]!)
-          : new TableLease(this, chunks[i]!, consumer, readiness, views[i]!),
-      );
+    if (keys !== null) {
+      // The run's leases replace their keys in place; the keys past the run are dropped.
+      for (let i = 0; i < run; i++) keys[i] = new TableLease(this, keys[i] as ArtifactKey, consumer, readiness, views[i]!);
+      if (run < n) keys.length = run;
+      return keys as Lease[];
     }
-    return leases as Lease[] | DigestLease[];
+    const leases: DigestLease[] = [];
+    for (let i = 0; i < run; i++) leases.push(new TableDigestLease(this, batch.digestWords.slice(8 * i, 8 * i + 8), readiness, views[i]!));
+    return leases;
   }
 
   /**
-   * Closes many of this table's leases with one call into the table (one addon crossing) and
-   * returns how many pins that released. Leases already closed are skipped. Every element must be
-   * a lease of this package's lease tables: one held in another table (or anything else) throws
-   * `ERR_INVALID_ARGUMENT` before any is closed. On a closed table (which released every pin)
-   * the leases are only marked closed.
+   * Closes many of this table's leases with one call into the table (one addon crossing for
+   * each {@link MAX_PREFIX_CHUNKS} of them) and returns how many pins that released. Leases
+   * already closed are skipped. Every element must be a lease of this package's lease tables:
+   * one held in another table (or anything else) throws `ERR_INVALID_ARGUMENT` before any is
+   * closed. On a closed table (which released every pin) the leases are only marked closed.
    */
   unpinMany(leases: ReadonlyArray<Lease | DigestLease>): number {
     if (!Array.isArray(leases)) throw invalidArgument('leases', "an array of this table's leases", leases);
@@ -603,14 +624,42 @@ export class LeaseTable {
       }
       if (table === this) open++;
     }
-    const batch = this.#batchFor(open);
+    // The second pass reads the caller's array again, and a getter, Proxy or iterator may answer
+    // otherwise, or throw: it detaches only what is a lease of this table as it reads it,
+    // releasing the tokens whenever the buffer is full and before any error leaves, so no lease
+    // is marked closed with its pin kept, and the buffer (at most MAX_PREFIX_CHUNKS) never grows
+    // with the array. The buffer is taken out of the table while it fills, so that a call the
+    // caller's code makes meanwhile (this method again, or tryPinPrefix) makes one of its own.
+    const batch = this.#batchFor(Math.max(open, 1));
+    const room = batch.tokens.length / 3;
+    this.#batch = NO_BATCH;
+    let released = 0;
     let n = 0;
-    for (const lease of leases as Array<TableLease | TableDigestLease>) {
-      if (leaseTableOf(lease) === this) detachLease(lease, batch.tokens, 3 * n++);
+    try {
+      for (const lease of leases as unknown[]) {
+        if (leaseTableOf(lease) !== this) continue;
+        if (n === room) {
+          released += this.#unpinTokens(batch.tokens, n);
+          n = 0;
+        }
+        detachLease(lease as TableLease | TableDigestLease, batch.tokens, 3 * n++);
+      }
+      if (n > 0) released += this.#unpinTokens(batch.tokens, n);
+    } catch (error) {
+      // Tokens already released (when the release itself failed) release nothing a second time.
+      this.#handle?.unpinMany(batch.tokens, n);
+      this.#batch = batch;
+      throw error;
     }
+    this.#batch = batch;
+    return released;
+  }
+
+  /** Releases the pins of `n` detached leases' tokens; none on a closed table (its close released every pin). */
+  #unpinTokens(tokens: Uint32Array, n: number): number {
     const handle = this.#handle;
-    if (handle === null || n === 0) return 0;
-    const released = handle.unpinMany(batch.tokens, n);
+    if (handle === null) return 0;
+    const released = handle.unpinMany(tokens, n);
     if (released < 0) throw statusError(-released, 'unpinMany');
     return released;
   }
@@ -635,9 +684,12 @@ export class LeaseTable {
     return MISSES[status] ?? MISS_CONTENDED;
   }
 
-  /** The many-lease buffers, grown (never shrunk) to hold `n` leases. */
+  /**
+   * The many-lease buffers, grown (never shrunk) to hold `n` leases, and never beyond
+   * MAX_PREFIX_CHUNKS: a caller of a larger `n` works through them in parts.
+   */
   #batchFor(n: number): Batch {
-    if (this.#batch.tokens.length < n * 3) this.#batch = newBatch(Math.max(n, 2 * this.#batch.tokens.length / 3));
+    if (this.#batch.tokens.length < n * 3) this.#batch = newBatch(Math.min(MAX_PREFIX_CHUNKS, Math.max(n, 2 * this.#batch.tokens.length / 3)));
     return this.#batch;
   }
 

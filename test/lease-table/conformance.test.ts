@@ -30,7 +30,11 @@ import { CLIENT_FIELD, CLIENT_SIZE, CLIENT_STATE, CLIENTS_OFFSET, EXCHANGE, HDR,
 import { summarizeInspection } from '../../lib/lease-table/inspect.js';
 import { MISS, MISS_BY_STATUS, MISS_REASONS, TABLE_MISS_REASON } from '../../lib/coordinator/miss-reasons.js';
 import { nativeAddon } from '../../lib/lease-table/native.js';
+import { MAX_PREFIX_CHUNKS } from '../../lib/lease-table/prefix-input.js';
+import type { ArtifactKey } from '../../lib/keys/key.js';
 import { TARGET_A, consumer, makeKey, withBackend } from '../helpers.js';
+
+const PREFIX_BOUNDS = new URL('../fixtures/prefix-bounds.mjs', import.meta.url).pathname;
 
 type Impl = 'native' | 'js';
 
@@ -1531,6 +1535,208 @@ function conformance(impl: Impl, h: Harness): void {
       expect(producer.inspect().slots.find((s) => s.slot === r.slot)!.pinHolders).toEqual([]);
       poke(producer, slotOffset(r.slot, SLOT.STATE_GEN), (r.generation << 8n) | 2n);
       asLease<DigestLease>(reader.tryPinExact(token)).close();
+    });
+
+    describe('hostile chunks: each element read once, the length checked before anything is sized', () => {
+      /** Asserts that `run` names `named` in order and holds a pin on each: the producer cannot evict them. */
+      function expectPinnedAsNamed(producer: LeaseTable, reader: LeaseTable, run: Lease[], named: ReturnType<typeof makeKey>[]): void {
+        expect(run.map((l) => l.key)).toEqual(named);
+        for (const lease of run) {
+          expect(reader.clientPins(lease.slot)).toBeGreaterThan(0);
+          expect(producer.tryEvict(lease.key)).toBe('pinned');
+        }
+      }
+
+      it('an index getter that answers otherwise on a second read: each lease names the key it pinned', () => {
+        const { producer, consumer: reader } = pair(h);
+        const [a, b, c] = [1, 2, 3].map((n) => makeKey(n));
+        for (const k of [a, b, c]) publish(producer, k!);
+        let reads = 0;
+        const chunks = [a!, a!];
+        Object.defineProperty(chunks, 1, { get: () => (reads++ === 0 ? b : c) });
+        const run = reader.tryPinPrefix(chunks);
+        expect(reads).toBe(1);
+        expectPinnedAsNamed(producer, reader, run, [a!, b!]);
+        expect(producer.tryEvict(c!)).toBe('evicted'); // named by no lease, pinned by none
+        expect(reader.unpinMany(run)).toBe(2);
+      });
+
+      it('a Proxy of keys: each index is read once, and the leases name what the traps answered', () => {
+        const { producer, consumer: reader } = pair(h);
+        const keys = [1, 2, 3, 4].map((n) => makeKey(n));
+        for (const k of keys) publish(producer, k);
+        const reads = new Map<PropertyKey, number>();
+        // Index i answers keys[i] on its first read and keys[3] after.
+        const chunks = new Proxy([keys[0]!, keys[1]!, keys[2]!], {
+          get(target, property, receiver) {
+            if (typeof property === 'string' && /^\d+$/.test(property)) {
+              const seen = reads.get(property) ?? 0;
+              reads.set(property, seen + 1);
+              return seen === 0 ? Reflect.get(target, property, receiver) : keys[3];
+            }
+            return Reflect.get(target, property, receiver);
+          },
+        });
+        const run = reader.tryPinPrefix(chunks);
+        expect([...reads.values()]).toEqual([1, 1, 1]);
+        expectPinnedAsNamed(producer, reader, run, keys.slice(0, 3));
+        expect(producer.tryEvict(keys[3]!)).toBe('evicted');
+        expect(reader.unpinMany(run)).toBe(3);
+      });
+
+      it('a getter that pins and unpins on the same table mid-read does not change what is pinned', () => {
+        const { producer, consumer: reader } = pair(h);
+        const [a, b, c] = [1, 2, 3].map((n) => makeKey(n));
+        for (const k of [a, b, c]) publish(producer, k!);
+        const chunks = [a!, a!];
+        // Another prefix pin and its release run while the outer call reads index 1; both use the
+        // table's reusable buffers, which the outer call must not have filled yet.
+        Object.defineProperty(chunks, 1, { get: () => (reader.unpinMany(reader.tryPinPrefix([c!, c!])), b) });
+        const run = reader.tryPinPrefix(chunks);
+        expectPinnedAsNamed(producer, reader, run, [a!, b!]);
+        expect(producer.tryEvict(c!)).toBe('evicted');
+        expect(reader.unpinMany(run)).toBe(2);
+      });
+
+      it('a getter that closes the table mid-read: ERR_CLOSED, nothing pinned', () => {
+        const { producer, consumer: reader } = pair(h);
+        const key = makeKey(1);
+        publish(producer, key);
+        const chunks = [key, key];
+        Object.defineProperty(chunks, 1, { get: () => (reader.close(), key) });
+        expectCode(() => reader.tryPinPrefix(chunks), 'ERR_CLOSED');
+        expect(producer.tryEvict(key)).toBe('evicted');
+      });
+
+      it('unpinMany detaches only what it releases, whatever a second read of the array answers', () => {
+        const { producer, consumer: reader } = pair(h);
+        const [a, b] = [1, 2].map((n) => makeKey(n));
+        for (const k of [a, b]) publish(producer, k!);
+        const [first] = reader.tryPinPrefix([a!]);
+        const more = reader.tryPinPrefix([a!, b!, a!, b!]);
+        // The validating read sees one lease; the releasing read sees five.
+        let pass = 0;
+        const leases = new Proxy([first!], {
+          get(target, property, receiver) {
+            if (property === Symbol.iterator) pass++;
+            return pass > 1 && property === Symbol.iterator ? () => [first!, ...more][Symbol.iterator]() : Reflect.get(target, property, receiver);
+          },
+        });
+        const released = reader.unpinMany(leases);
+        expect(released).toBe(5);
+        for (const lease of [first!, ...more]) {
+          expect(lease.closed).toBe(true);
+          expect(reader.clientPins(lease.slot)).toBe(0);
+        }
+        expect(reader.summary().pinnedSlots).toBe(0);
+      });
+
+      it('an iterator that calls unpinMany mid-release does not change which pins are released', () => {
+        const { producer, consumer: reader } = pair(h);
+        const [a, b, c] = [1, 2, 3].map((n) => makeKey(n));
+        for (const k of [a, b, c]) publish(producer, k!);
+        const outer = reader.tryPinPrefix([a!, b!]);
+        const inner = reader.tryPinPrefix([c!]);
+        let pass = 0;
+        let innerReleased = -1;
+        const leases = [...outer];
+        // The releasing (second) pass releases `inner` between the two leases it yields.
+        Object.defineProperty(leases, Symbol.iterator, {
+          value: function* () {
+            pass++;
+            yield outer[0]!;
+            if (pass === 2) innerReleased = reader.unpinMany(inner);
+            yield outer[1]!;
+          },
+        });
+        expect(reader.unpinMany(leases)).toBe(2);
+        expect(innerReleased).toBe(1);
+        for (const lease of [...outer, ...inner]) {
+          expect(lease.closed).toBe(true);
+          expect(reader.clientPins(lease.slot)).toBe(0);
+        }
+        expect(reader.summary().pinnedSlots).toBe(0);
+      });
+
+      it('an iterator that throws mid-release: the leases it closed have their pins released', () => {
+        const { producer, consumer: reader } = pair(h);
+        const [a, b] = [1, 2].map((n) => makeKey(n));
+        for (const k of [a, b]) publish(producer, k!);
+        const run = reader.tryPinPrefix([a!, b!]);
+        let pass = 0;
+        const leases = [...run];
+        Object.defineProperty(leases, Symbol.iterator, {
+          value: function* () {
+            pass++;
+            yield run[0]!;
+            if (pass === 2) throw new Error('the caller’s iterator');
+            yield run[1]!;
+          },
+        });
+        expect(() => reader.unpinMany(leases)).toThrow('the caller’s iterator');
+        expect(run[0]!.closed).toBe(true);
+        expect(reader.clientPins(run[0]!.slot)).toBe(0);
+        expect(producer.tryEvict(a!)).toBe('evicted');
+        expect(run[1]!.closed).toBe(false);
+        expect(reader.unpinMany([run[1]!])).toBe(1);
+      });
+
+      it('packed digests: a Proxy of a Uint8Array is refused, a Buffer is taken', () => {
+        const { producer, consumer: reader } = pair(h);
+        const [a, b] = [1, 2].map((n) => makeKey(n));
+        for (const k of [a, b]) publish(producer, k!);
+        const both = new Uint8Array(64);
+        both.set(a!.digest, 0);
+        both.set(b!.digest, 32);
+        // Copying a Proxy would read its length and every byte through its traps a second time.
+        expectCode(() => reader.tryPinPrefix(new Proxy(both, {})), 'ERR_INVALID_ARGUMENT');
+        expect(reader.summary().pinnedSlots).toBe(0);
+        const run = reader.tryPinPrefix(Buffer.from(both));
+        expect(run.map((l) => l.digest)).toEqual([a!.hex, b!.hex]);
+        expect(reader.unpinMany(run)).toBe(2);
+      });
+
+      it('a length over MAX_PREFIX_CHUNKS, or one that is not a length, is ERR_INVALID_ARGUMENT naming chunks.length', () => {
+        const { producer, consumer: reader } = pair(h);
+        const key = makeKey(1);
+        publish(producer, key);
+        const claiming = (length: unknown) => new Proxy([key], { get: (t, p, r) => (p === 'length' ? length : Reflect.get(t, p, r)) }) as ArtifactKey[];
+        for (const length of [MAX_PREFIX_CHUNKS + 1, 2 ** 53, -1, 1.5, Number.NaN, '1']) {
+          expect(expectCode(() => reader.tryPinPrefix(claiming(length)), 'ERR_INVALID_ARGUMENT').field).toBe('chunks.length');
+        }
+        expect(expectCode(() => reader.tryPinPrefix(new Uint8Array(32 * (MAX_PREFIX_CHUNKS + 1))), 'ERR_INVALID_ARGUMENT').field).toBe('chunks.length');
+        expect(reader.summary().pinnedSlots).toBe(0);
+        expect(reader.tryPinPrefix(claiming(1)).map((l) => l.key)).toEqual([key]);
+      });
+
+      // Each case in a fresh process: a table that sized its buffers from the length it was told
+      // allocated (and kept) hundreds of MiB, or never returned; the child's own limit turns that
+      // into a failed test instead of a hung suite. Memory, not time, is what is asserted.
+      const bounds = (which: string) => {
+        const child = spawnSync(process.execPath, ['--expose-gc', PREFIX_BOUNDS, impl, which], { encoding: 'utf8', timeout: 60_000 });
+        expect(child.signal, child.stderr).toBeNull();
+        expect(child.status, child.stderr).toBe(0);
+        return JSON.parse(child.stdout) as { code: string | null; message: string | null; released: number | null; keptMiB: number; peakMiB: number };
+      };
+
+      it.each([
+        ['sparse 2^20', 'ERR_INVALID_ARGUMENT'],
+        ['sparse 2^28', 'ERR_INVALID_ARGUMENT'],
+        ['sparse 2^32-1', 'ERR_INVALID_ARGUMENT'],
+        ['hole at the maximum', 'ERR_INVALID_KEY'],
+      ])('%s is refused with %s, under 32 MiB, leaving the table’s buffers as they were', (which, code) => {
+        const result = bounds(which);
+        expect(result.code, result.message ?? '').toBe(code);
+        expect(result.peakMiB).toBeLessThan(32);
+        expect(result.keptMiB).toBeLessThan(4);
+      });
+
+      it('unpinMany of 4 x MAX_PREFIX_CHUNKS leases releases them all through buffers that stay bounded', () => {
+        const result = bounds('unpinMany of 4 runs');
+        expect(result.message).toBeNull();
+        expect(result.released).toBe(4 * MAX_PREFIX_CHUNKS);
+        expect(result.keptMiB).toBeLessThan(32);
+      });
     });
   });
 }
