@@ -253,7 +253,7 @@ static void bench_cold(uint32_t capacity, unsigned long long pins, size_t chase_
       }
       qsort(round_ns[dependent], ROUNDS, sizeof round_ns[dependent][0], compare_doubles);
     }
-    printf("coldbench: load %d%%: %u keys READY, %llu of %llu reserves found the window full (%.3f%%), "
+    printf("coldbench: load %d%%: %u keys READY, %llu of %llu reserves found their 8-slot window full (%.3f%%), "
            "cold pin + unpin %.1f ns (independent pins), %.1f ns (each pin waits for the last)\n",
            loads[l], published, full, attempts, 100.0 * (double)full / (double)attempts, round_ns[0][ROUNDS / 2],
            round_ns[1][ROUNDS / 2]);

@@ -95,8 +95,9 @@ export const sha256Hex: (data: Uint8Array) => string =
  * consumer. A long key's store (from {@link SHARED_STORE_BYTES}) is a SharedArrayBuffer of
  * exactly the encoding, and its digest has a small buffer of its own: then a preparation worker
  * can be handed the encoding without a copy on the coordinator's thread (a copy of a 64k-token
- * key costs hundreds of µs of the coordinator's CPU; bench:wait-cost measures it), and the lease table's pin path reads the digest from ordinary memory as for any key. Nothing
- * outside the package sees a store: every byte handed out is a copy.
+ * key costs hundreds of µs of the coordinator's CPU; bench:wait-cost measures it), and the lease
+ * table's pin path reads the digest from ordinary memory as for any key. Nothing outside the
+ * package sees a store: every byte handed out is a copy.
  */
 const digestOffset = (length: number): number => (length + 3) & ~3;
 const DIGEST_BYTES = 32;

@@ -11,7 +11,6 @@ import { nearestRank } from './stats.js';
 import { isPlainObject, ownField, ownOptions, rejectUnknownOptions, unknownName } from '../internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from '../keys/key.js';
 
-/** The nearest-rank percentile the trace summary uses, for reports over a replay's samples. */
 
 // ---------------------------------------------------------------------------------------------
 // Shapes
