@@ -11,7 +11,6 @@ import { nearestRank } from './stats.js';
 import { isPlainObject, ownField, ownOptions, rejectUnknownOptions, unknownName } from '../internal/validate.js';
 import { artifactKey, type ArtifactKey, type ArtifactKeyFields } from '../keys/key.js';
 
-
 // ---------------------------------------------------------------------------------------------
 // Shapes
 
