@@ -44,6 +44,7 @@ __all__ = [
     "decode_record_header",
     "check_record_header",
     "read_arena_record",
+    "read_arena_record_into",
 ]
 
 #: First bytes of every record: ASCII ``WPAR`` ("waitprep arena record").
@@ -249,3 +250,7 @@ def read_arena_record(table_name: str, key: object, meta: object, root: str = DE
         return ArenaRecord(header, payload)
     finally:
         os.close(fd)
+
+
+# Reading into a caller's buffer lives in its own module, which builds on the checks above.
+from ._arena_into import read_arena_record_into  # noqa: E402
