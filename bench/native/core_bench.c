@@ -6,6 +6,8 @@
  *                      WP_OPEN_SINGLE_THREAD one [iterations, default 10^7]
  *   core_bench prefix  a 128-chunk prefix through wp_try_pin_prefix against 128 single pins
  *                      [iterations per round, default 10^5]
+ *   core_bench peek    128 digests through one wp_peek_many against 128 wp_peek
+ *                      [iterations per round, default 10^5]
  *   core_bench cold    pins of random READY keys in a large table at 25%, 50% and 75% load
  *                      (independent pins, then each waiting for the last), and a dependent
  *                      random load over 1 GiB beside it
@@ -123,6 +125,62 @@ static void bench_prefix(unsigned long long iterations) {
   printf("prefixbench: pin + release of a %d-chunk READY prefix, %llu iterations x %d rounds, median ns per prefix: "
          "wp_try_pin_prefix + wp_unpin_many %.0f, %d x (wp_try_pin + wp_unpin) %.0f\n",
          CHUNKS, iterations, ROUNDS, one_call[ROUNDS / 2], CHUNKS, single[ROUNDS / 2]);
+  wp_close(c);
+  wp_close(p);
+  wp_unlink(name);
+}
+
+/* ---- peek: 128 digests through one wp_peek_many against 128 wp_peek (a benchmark) ---- */
+
+/* One thread peeks 128 READY digests `iterations` times per round: as one wp_peek_many with a
+ * status buffer, as one without (the leading count only), and as 128 wp_peek calls; prints the
+ * median ns per batch of each, in the thread's CPU time. The loop of wp_peek is the floor a
+ * batched call is read against from Python and Node (python/bench/engine_calls.py,
+ * bench/peek-many.js). */
+static void bench_peek(unsigned long long iterations) {
+  enum { CHUNKS = 128, ROUNDS = 7 };
+  char name[96];
+  table_name(name, sizeof name, "peekbench");
+  wp_table *p = NULL, *c = NULL;
+  CHECK_RC(wp_open(name, 1, 1024, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &c), WP_OK);
+  if (p == NULL || c == NULL) return;
+  static uint8_t digests[CHUNKS][32];
+  uint8_t statuses[CHUNKS];
+  for (uint32_t i = 0; i < CHUNKS; i++) {
+    publish(p, 2000 + i);
+    digest_for(2000 + i, digests[i]);
+  }
+  double many[ROUNDS], leading[ROUNDS], single[ROUNDS];
+  for (int r = 0; r < ROUNDS; r++) {
+    struct timespec a, b;
+    unsigned long long ready = 0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    for (unsigned long long k = 0; k < iterations; k++) ready += (unsigned long long)wp_peek_many(c, &digests[0][0], CHUNKS, statuses);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    CHECK(ready == iterations * CHUNKS);
+    many[r] = elapsed_ns(&a, &b) / (double)iterations;
+    ready = 0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    for (unsigned long long k = 0; k < iterations; k++) ready += (unsigned long long)wp_peek_many(c, &digests[0][0], CHUNKS, NULL);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    CHECK(ready == iterations * CHUNKS);
+    leading[r] = elapsed_ns(&a, &b) / (double)iterations;
+    ready = 0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    for (unsigned long long k = 0; k < iterations; k++) {
+      for (uint32_t i = 0; i < CHUNKS; i++) ready += wp_peek(c, digests[i]) == WP_OK;
+    }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    CHECK(ready == iterations * CHUNKS);
+    single[r] = elapsed_ns(&a, &b) / (double)iterations;
+  }
+  qsort(many, ROUNDS, sizeof many[0], compare_doubles);
+  qsort(leading, ROUNDS, sizeof leading[0], compare_doubles);
+  qsort(single, ROUNDS, sizeof single[0], compare_doubles);
+  printf("peekbench: %d READY digests, %llu iterations x %d rounds, median ns per batch: wp_peek_many with statuses %.0f, "
+         "leading count only %.0f, %d x wp_peek %.0f\n",
+         CHUNKS, iterations, ROUNDS, many[ROUNDS / 2], leading[ROUNDS / 2], CHUNKS, single[ROUNDS / 2]);
   wp_close(c);
   wp_close(p);
   wp_unlink(name);
@@ -273,11 +331,13 @@ int main(int argc, char **argv) {
     bench_pin(argc > 2 ? strtoull(argv[2], NULL, 10) : 10000000);
   } else if (!strcmp(which, "prefix")) {
     bench_prefix(argc > 2 ? strtoull(argv[2], NULL, 10) : 100000);
+  } else if (!strcmp(which, "peek")) {
+    bench_peek(argc > 2 ? strtoull(argv[2], NULL, 10) : 100000);
   } else if (!strcmp(which, "cold")) {
     bench_cold(argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1u << 20, argc > 3 ? strtoull(argv[3], NULL, 10) : 1000000,
                argc > 4 ? (size_t)strtoull(argv[4], NULL, 10) : 1024);
   } else {
-    fprintf(stderr, "usage: core_bench pin|prefix|cold [arguments]\n");
+    fprintf(stderr, "usage: core_bench pin|prefix|peek|cold [arguments]\n");
     return 2;
   }
   return failures == 0 ? 0 : 1;

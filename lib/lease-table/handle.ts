@@ -45,6 +45,12 @@ export interface TableHandle {
   unpinMany(tokens: Uint32Array, n: number): number;
   /** wp_peek: OK when the digest is READY, else the miss status a pin would give; pins nothing. */
   peek(digest: Uint8Array): number;
+  /**
+   * wp_peek_many: peeks the `n` digests packed in `digests` (32 bytes each) and returns how many
+   * leading ones are READY (or minus a status). With `statuses` (n bytes), status i is what peek
+   * answers for digest i; with null, it stops at the first digest that is not READY.
+   */
+  peekMany(digests: Uint8Array, n: number, statuses: Uint8Array | null): number;
   reserve(digest: Uint8Array): number;
   /** meta: [size_bytes, location, checksum, codec_id, representation_version]. */
   publish(slot: number, generation: bigint, meta: BigUint64Array): number;

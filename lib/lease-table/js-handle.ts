@@ -923,14 +923,54 @@ export class JsTableHandle implements TableHandle {
   /** wp_peek: the probe of tryPin with plain reads of the digest and no pin bit. */
   peek(digest: Uint8Array): number {
     if (this.closed || !this.loadDigest(digest)) return STATUS.ERR_INVALID_ARGUMENT;
+    return this.peekLoaded();
+  }
+
+  /** wp_peek_many: peek of each packed digest; the leading READY count, every status when asked. */
+  peekMany(digests: Uint8Array, n: number, statuses: Uint8Array | null): number {
+    if (this.closed || !Number.isInteger(n) || n < 0 || digests.length < n * 32 || (statuses !== null && statuses.length < n)) {
+      return -STATUS.ERR_INVALID_ARGUMENT;
+    }
+    const want = this.want;
+    let run = 0;
+    let leading = true;
+    for (let i = 0; i < n; i++) {
+      for (let k = 0, b = i * 32; k < 8; k++, b += 4) {
+        want[k] = digests[b]! | (digests[b + 1]! << 8) | (digests[b + 2]! << 16) | (digests[b + 3]! << 24);
+      }
+      const status = this.peekLoaded();
+      if (status === STATUS.OK && leading) run++;
+      else leading = false;
+      if (statuses === null) {
+        if (!leading) break; // only the leading run is asked for
+      } else {
+        statuses[i] = status;
+      }
+    }
+    return run;
+  }
+
+  /**
+   * The probe of peek for the digest in `want`. As in tryPin, a plain read of a slot's first
+   * digest word rejects most slots cheaply (one whose word differs does not hold the key now:
+   * the same as digest_equals failing a moment later); a candidate's state is then read with a
+   * 32-bit atomic load of the state word's low half, which holds the state byte (a 64-bit load
+   * allocates a BigInt), before its digest is compared, in table.c's order.
+   */
+  private peekLoaded(): number {
+    const u32 = this.u32;
+    const want = this.want;
+    const head = want[0]! | 0;
     let seen: number = STATUS.MISS_ABSENT;
     for (let choice = 0; choice < this.choices; choice++) {
       const bucket = this.bucket(choice);
       for (let slot = bucket * PROBE_WINDOW, end = this.bucketEnd(bucket); slot < end; slot++) {
-        const state = Atomics.load(this.u64, this.sgIndex(slot)) & STATE_MASK;
-        if (state === SG_FREE || !this.digestEquals(slot)) continue;
-        if (state === SG_READY) return STATUS.OK;
-        seen = state === SG_RESERVED ? STATUS.MISS_PREPARING : STATUS.MISS_EVICTING;
+        const base = SLOTS_U32 + slot * SLOT_U32;
+        if ((u32[base + DIGEST_U32]! | 0) !== head) continue;
+        const state = Atomics.load(u32, base + (SLOT.STATE_GEN >> 2)) & 0xff;
+        if (state === SLOT_STATE.FREE || !digestMatches(u32, base, want)) continue;
+        if (state === SLOT_STATE.READY) return STATUS.OK;
+        seen = state === SLOT_STATE.RESERVED ? STATUS.MISS_PREPARING : STATUS.MISS_EVICTING;
       }
     }
     return seen;

@@ -37,6 +37,8 @@ export interface NativeTableAddon {
   /** How many of the `n` (slot, token index, token generation) triples were released, or minus a status. */
   unpinMany(h: unknown, tokens: Uint32Array, n: number): number;
   peek(h: unknown, digest: Uint8Array): number;
+  /** How many leading digests are READY, or minus a status; each digest's status in `statuses` when given. */
+  peekMany(h: unknown, digests: Uint8Array, n: number, statuses: Uint8Array | null): number;
   recordDeviceWrite(h: unknown, digest: Uint8Array, record: Uint8Array): number;
   reapDeadClients(h: unknown): number;
   clientPins(h: unknown, slot: number): number;
@@ -105,6 +107,7 @@ export function openNativeHandle(
     tryPinPrefix: (digests, n, device, leases) => addon.tryPinPrefix(h, digests, n, device, leases),
     unpinMany: (tokens, n) => addon.unpinMany(h, tokens, n),
     peek: (digest) => addon.peek(h, digest),
+    peekMany: (digests, n, statuses) => addon.peekMany(h, digests, n, statuses),
     reserve: (digest) => addon.reserve(h, digest),
     publish: (slot, generation, meta) => addon.publish(h, slot, generation, meta),
     abandon: (slot, generation) => addon.abandon(h, slot, generation),

@@ -456,6 +456,8 @@ export class LeaseTable {
   readonly #halves: Uint32Array;
   readonly #meta = new BigUint64Array(5);
   #batch: Batch = NO_BATCH;
+  /** peekMany's status bytes, grown (never shrunk) to the largest batch. */
+  #statuses = new Uint8Array(0);
 
   /** @internal Use {@link openLeaseTable}. */
   constructor(handle: TableHandle, implementation: 'native' | 'js', name: string, role: 'consumer' | 'producer', buffer: SharedArrayBuffer | null) {
@@ -682,6 +684,67 @@ export class LeaseTable {
     const status = handle.peek(digest);
     if (status === STATUS.OK) return PEEK_READY;
     return MISSES[status] ?? MISS_CONTENDED;
+  }
+
+  /**
+   * {@link peek} for many chunks in one call into the table (one addon crossing): one answer per
+   * chunk, in order (`{ kind: 'ready' }` or the miss `absent`, `preparing`, `evicting`; each
+   * `table-closed` on a closed table). `chunks`: keys, or their digests packed back to back in
+   * one `Uint8Array`. Each answer is a hint, and the batch is not one snapshot; nothing is pinned.
+   * Throws `ERR_INVALID_KEY` for an element that is not a key, `ERR_INVALID_ARGUMENT` for a
+   * malformed `chunks`.
+   */
+  peekMany(chunks: readonly ArtifactKey[] | Uint8Array): Array<PeekReady | Miss> {
+    const n = this.#loadPeekBatch(chunks);
+    const handle = this.#handle;
+    if (handle === null) return new Array<Miss>(n).fill(MISS_CLOSED);
+    if (this.#statuses.length < n) this.#statuses = new Uint8Array(Math.max(n, 2 * this.#statuses.length));
+    const statuses = this.#statuses;
+    const leading = handle.peekMany(this.#batch.digests, n, statuses);
+    if (leading < 0) throw statusError(-leading, 'peekMany');
+    const answers = new Array<PeekReady | Miss>(n);
+    for (let i = 0; i < n; i++) answers[i] = statuses[i] === STATUS.OK ? PEEK_READY : (MISSES[statuses[i]!] ?? MISS_CONTENDED);
+    return answers;
+  }
+
+  /**
+   * How many leading chunks {@link peek} finds ready now, in one call that stops at the first that
+   * is not (an engine's count of leading hits); 0 on a closed table. `chunks` and the errors as
+   * for {@link peekMany}. A hint, as peek is; nothing is pinned.
+   */
+  peekPrefix(chunks: readonly ArtifactKey[] | Uint8Array): number {
+    const n = this.#loadPeekBatch(chunks);
+    const handle = this.#handle;
+    if (handle === null) return 0;
+    const leading = handle.peekMany(this.#batch.digests, n, null);
+    if (leading < 0) throw statusError(-leading, 'peekPrefix');
+    return leading;
+  }
+
+  /** Checks a batch of keys or packed digests and copies their digests into the batch buffer; returns how many. */
+  #loadPeekBatch(chunks: readonly ArtifactKey[] | Uint8Array): number {
+    const packed = chunks instanceof Uint8Array;
+    if (packed ? chunks.length % 32 !== 0 : !Array.isArray(chunks)) {
+      throw invalidArgument('chunks', 'an array of ArtifactKeys, or a Uint8Array of 32-byte digests back to back', chunks);
+    }
+    const n = packed ? chunks.length / 32 : chunks.length;
+    // The same bound as a prefix pin's, checked before anything is sized: a batch's buffers never
+    // grow past MAX_PREFIX_CHUNKS, whatever length an array claims.
+    if (n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, n);
+    const batch = this.#batchFor(n);
+    if (packed) {
+      batch.digests.set(chunks);
+    } else {
+      const into = batch.digestWords;
+      for (let i = 0, at = 0; i < n; i++, at += 8) {
+        try {
+          keyDigestWordsInto(chunks[i]!, into, at);
+        } catch {
+          throw notAKey();
+        }
+      }
+    }
+    return n;
   }
 
   /**

@@ -63,7 +63,8 @@ extern "C" {
  * gained flags and trusted_uid; later within 3, new functions only (wp_try_pin_exact,
  * wp_try_pin_prefix, wp_unpin_many, wp_peek) and the status WP_MISS_STALE_HANDOFF. 4: a key may
  * live in either of two buckets of WP_PROBE_WINDOW slots (docs/lease-table.md, "Placement"), no
- * longer in a window from one home slot, so a segment of 3 would be misread. A segment's
+ * longer in a window from one home slot, so a segment of 3 would be misread; later within 4, new
+ * functions only (wp_peek_many, wp_unpin_indexed). A segment's
  * header names the ABI that made it, and a segment of another ABI is refused
  * (WP_ERR_BAD_SEGMENT). */
 #define WP_ABI_VERSION 4
@@ -201,7 +202,8 @@ typedef struct {
  * - wp_try_pin and wp_unpin take the handle's consumer lock around the private pin counts and
  *   lease records (never around a miss), so a slot's pin bit is set exactly while the handle holds
  *   a lease on it, and a lease may be released by any thread. wp_try_pin_exact, and
- *   wp_try_pin_prefix and wp_unpin_many for each lease in turn, do the same; wp_peek takes no lock.
+ *   wp_try_pin_prefix, wp_unpin_many and wp_unpin_indexed for each lease in turn, do the same;
+ *   wp_peek and wp_peek_many take no lock.
  * - The producer's calls (wp_reserve, wp_publish, wp_abandon, wp_try_evict,
  *   wp_record_device_write) each run whole under the handle's producer lock.
  * - Both locks are private to the process and held for a bounded few instructions (and a realloc
@@ -279,11 +281,24 @@ int wp_try_pin_prefix(wp_table *t, const uint8_t *digests, uint32_t n, const wp_
  * were released (0..n), or -WP_ERR_INVALID_ARGUMENT for a NULL t, NULL leases with n > 0, or
  * n > INT32_MAX. */
 int wp_unpin_many(wp_table *t, const wp_lease *leases, uint32_t n);
+/* Releases leases[indexes[0]], leases[indexes[1]], ... (m indexes into an array of n leases, in
+ * any order) as wp_unpin does each: part of a prefix run given back by position, without copying
+ * its leases out. A repeated index, or a lease released before, releases nothing. Returns how many
+ * were released (0..m), or -WP_ERR_INVALID_ARGUMENT, releasing nothing, for a NULL t, NULL leases
+ * or indexes with m > 0, n or m > INT32_MAX, or any index >= n. */
+int wp_unpin_indexed(wp_table *t, const wp_lease *leases, uint32_t n, const uint32_t *indexes, uint32_t m);
 /* What wp_try_pin(t, digest, NULL, ...) would answer now, without pinning: WP_OK (READY),
  * WP_MISS_PREPARING, WP_MISS_EVICTING or WP_MISS_ABSENT (WP_ERR_INVALID_ARGUMENT for NULL t or
  * digest). A hint only: the artifact may be evicted the moment after. Host readiness only (a
  * device record is read safely only under a pin). For engines whose lookup must not pin. */
 int wp_peek(const wp_table *t, const uint8_t digest[32]);
+/* wp_peek for n digests back to back (32 bytes each) in one call: an engine's batched lookup
+ * (SGLang's batch_exists, LMCache's batched_contains). Returns how many leading digests are READY
+ * (0..n), or -WP_ERR_INVALID_ARGUMENT for a NULL t, NULL digests with n > 0, or n > INT32_MAX.
+ * With `statuses` (n bytes), every digest is peeked and statuses[i] is what wp_peek(digests[i])
+ * answers (WP_OK or a WP_MISS_*); with NULL, it stops at the first digest that is not READY. Each
+ * answer is a hint, as wp_peek's, and the batch is not one snapshot. No lock, no pin. */
+int wp_peek_many(const wp_table *t, const uint8_t *digests, uint32_t n, uint8_t *statuses);
 
 int wp_reserve(wp_table *t, const uint8_t digest[32], wp_reservation *out);
 int wp_publish(wp_table *t, const wp_reservation *r, const wp_meta *meta);

@@ -303,6 +303,24 @@ Napi::Value Peek(const Napi::CallbackInfo &info) {
   return Napi::Number::New(info.Env(), wp_peek(HandleOf(info[0])->table, BytesOf(info[1])));
 }
 
+// peekMany(h, digests, n, statuses | null) -> how many leading digests are READY, or -status:
+// digests holds n 32-byte digests; `statuses` (n bytes) receives wp_peek's answer for each, and
+// without it the call stops at the first digest that is not READY.
+Napi::Value PeekMany(const Napi::CallbackInfo &info) {
+  Handle *h = HandleOf(info[0]);
+  if (h->table == nullptr) return Napi::Number::New(info.Env(), -WP_ERR_INVALID_ARGUMENT); // a count call: minus the status
+  auto digests = info[1].As<Napi::Uint8Array>();
+  uint32_t n = info[2].As<Napi::Number>().Uint32Value();
+  uint8_t *statuses = nullptr;
+  if (!info[3].IsNull()) {
+    auto out = info[3].As<Napi::Uint8Array>();
+    if (out.ByteLength() < n) return Napi::Number::New(info.Env(), -WP_ERR_INVALID_ARGUMENT);
+    statuses = out.Data();
+  }
+  if (digests.ByteLength() / 32 < n) return Napi::Number::New(info.Env(), -WP_ERR_INVALID_ARGUMENT);
+  return Napi::Number::New(info.Env(), wp_peek_many(h->table, digests.Data(), n, statuses));
+}
+
 Napi::Value TryEvict(const Napi::CallbackInfo &info) {
   OPEN_OR_RETURN(HandleOf(info[0]));
   return Napi::Number::New(info.Env(), wp_try_evict(HandleOf(info[0])->table, BytesOf(info[1])));
@@ -492,6 +510,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("tryPinPrefix", Napi::Function::New(env, TryPinPrefix, "tryPinPrefix"));
   exports.Set("unpinMany", Napi::Function::New(env, UnpinMany, "unpinMany"));
   exports.Set("peek", Napi::Function::New(env, Peek, "peek"));
+  exports.Set("peekMany", Napi::Function::New(env, PeekMany, "peekMany"));
   exports.Set("recordDeviceWrite", Napi::Function::New(env, RecordDeviceWrite, "recordDeviceWrite"));
   exports.Set("reapDeadClients", Napi::Function::New(env, Reap, "reapDeadClients"));
   exports.Set("clientPins", Napi::Function::New(env, ClientPins, "clientPins"));

@@ -936,8 +936,8 @@ int wp_try_pin_prefix(wp_table *t, const uint8_t *digests, uint32_t n, const wp_
   return (int)run;
 }
 
-int wp_peek(const wp_table *t, const uint8_t digest[32]) {
-  if (t == NULL || digest == NULL) return WP_ERR_INVALID_ARGUMENT;
+/* wp_peek after its argument check; wp_peek_many runs it once per digest. */
+static inline __attribute__((always_inline)) int peek_checked(const wp_table *t, const uint8_t digest[32]) {
   int seen = WP_MISS_ABSENT;
   /* The probe of wp_try_pin, reading shared words only; no pin, no lock. */
   for (int choice = 0; choice < choices_of(t); choice++) {
@@ -951,6 +951,36 @@ int wp_peek(const wp_table *t, const uint8_t digest[32]) {
     }
   }
   return seen;
+}
+
+int wp_peek(const wp_table *t, const uint8_t digest[32]) {
+  if (t == NULL || digest == NULL) return WP_ERR_INVALID_ARGUMENT;
+  return peek_checked(t, digest);
+}
+
+/* Starts the first line of both of a digest's buckets on its way from memory: a hint only (no
+ * access, no fault), so that on a cold table a batch's probes overlap their misses. */
+static inline void prefetch_buckets(const wp_table *t, const uint8_t digest[32]) {
+  __builtin_prefetch(slot_at(t, bucket_of(t, digest, 0) * WP_PROBE_WINDOW), 0, 3);
+  if (choices_of(t) == 2) __builtin_prefetch(slot_at(t, bucket_of(t, digest, 1) * WP_PROBE_WINDOW), 0, 3);
+}
+
+int wp_peek_many(const wp_table *t, const uint8_t *digests, uint32_t n, uint8_t *statuses) {
+  if (t == NULL || n > INT32_MAX || (n > 0 && digests == NULL)) return -WP_ERR_INVALID_ARGUMENT;
+  uint32_t run = 0;
+  int leading = 1;
+  for (uint32_t i = 0; i < n; i++) {
+    if (i + 1 < n) prefetch_buckets(t, digests + (size_t)(i + 1) * 32);
+    int status = peek_checked(t, digests + (size_t)i * 32);
+    if (status == WP_OK && leading) run++;
+    else leading = 0;
+    if (statuses == NULL) {
+      if (!leading) break; /* only the leading run is asked for */
+    } else {
+      statuses[i] = (uint8_t)status; /* WP_OK or a WP_MISS_*: each fits a byte */
+    }
+  }
+  return (int)run;
 }
 
 /* wp_unpin after its argument check; wp_unpin_many runs it once per lease. */
@@ -989,6 +1019,17 @@ int wp_unpin_many(wp_table *t, const wp_lease *leases, uint32_t n) {
   if (t == NULL || n > INT32_MAX || (n > 0 && leases == NULL)) return -WP_ERR_INVALID_ARGUMENT;
   int released = 0;
   for (uint32_t i = 0; i < n; i++) released += unpin_checked(t, &leases[i]) == WP_OK;
+  return released;
+}
+
+int wp_unpin_indexed(wp_table *t, const wp_lease *leases, uint32_t n, const uint32_t *indexes, uint32_t m) {
+  if (t == NULL || n > INT32_MAX || m > INT32_MAX || (m > 0 && (leases == NULL || indexes == NULL))) return -WP_ERR_INVALID_ARGUMENT;
+  /* Every index is checked before any lease is released: a bad list releases nothing. */
+  for (uint32_t k = 0; k < m; k++) {
+    if (indexes[k] >= n) return -WP_ERR_INVALID_ARGUMENT;
+  }
+  int released = 0;
+  for (uint32_t k = 0; k < m; k++) released += unpin_checked(t, &leases[indexes[k]]) == WP_OK;
   return released;
 }
 

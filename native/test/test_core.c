@@ -542,6 +542,94 @@ static void test_prefix(void) {
   wp_unlink(name);
 }
 
+/* wp_peek_many answers, digest by digest, what wp_peek answers, and counts the leading READY run;
+ * without statuses it stops at the first digest that is not READY. It pins nothing. */
+static void test_peek_many(void) {
+  char name[96];
+  table_name(name, sizeof name, "peekmany");
+  wp_table *p = NULL, *c = NULL;
+  CHECK_RC(wp_open(name, 1, 64, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &c), WP_OK);
+  if (p == NULL || c == NULL) return;
+  enum { N = 12 };
+  uint8_t digests[N][32];
+  for (uint32_t i = 0; i < N; i++) digest_for(300 + i, digests[i]);
+  for (uint32_t i = 0; i < 4; i++) publish(p, 300 + i); /* 0-3 ready */
+  wp_reservation r;
+  CHECK_RC(wp_reserve(p, digests[4], &r), WP_OK);     /* 4 preparing */
+  publish(p, 305);                                      /* 5 ready after the gap; 6.. absent */
+  publish(p, 307);
+  uint64_t *sg = NULL;
+  wp_lease probe;
+  CHECK_RC(wp_try_pin(c, digests[7], NULL, &probe), WP_OK);
+  uint32_t slot7 = probe.slot;
+  CHECK_RC(wp_unpin(c, &probe), WP_OK);
+  sg = state_word(p, slot7);
+  uint64_t ready = __atomic_load_n(sg, __ATOMIC_ACQUIRE);
+  __atomic_store_n(sg, (ready & ~0xffull) | WP_SLOT_EVICTING, __ATOMIC_SEQ_CST); /* 7 evicting */
+  uint8_t statuses[N];
+  memset(statuses, 0xee, sizeof statuses);
+  CHECK(wp_peek_many(c, &digests[0][0], N, statuses) == 4);
+  for (uint32_t i = 0; i < N; i++) CHECK_RC(statuses[i], wp_peek(c, digests[i]));
+  CHECK_RC(statuses[4], WP_MISS_PREPARING);
+  CHECK_RC(statuses[5], WP_OK);
+  CHECK_RC(statuses[7], WP_MISS_EVICTING);
+  CHECK_RC(statuses[11], WP_MISS_ABSENT);
+  /* Without statuses: the same leading count, and nothing written anywhere. */
+  CHECK(wp_peek_many(c, &digests[0][0], N, NULL) == 4);
+  CHECK(wp_peek_many(c, &digests[5][0], 1, NULL) == 1);
+  CHECK(wp_peek_many(c, &digests[4][0], 2, NULL) == 0);
+  /* A batch that starts with a miss has an empty run, and still fills every status. */
+  memset(statuses, 0xee, sizeof statuses);
+  CHECK(wp_peek_many(c, &digests[4][0], 3, statuses) == 0);
+  CHECK(statuses[0] == WP_MISS_PREPARING && statuses[1] == WP_OK && statuses[2] == WP_MISS_ABSENT && statuses[3] == 0xee);
+  CHECK(wp_peek_many(c, NULL, 0, NULL) == 0);
+  __atomic_store_n(sg, ready, __ATOMIC_SEQ_CST);
+  for (uint32_t s = 0; s < 64; s++) CHECK(wp_slot_pin_mask(p, s) == 0);
+  wp_close(c);
+  wp_close(p);
+  wp_unlink(name);
+}
+
+/* wp_unpin_indexed releases the run's leases named by position, in any order, each once; a bad
+ * index releases nothing at all. */
+static void test_unpin_indexed(void) {
+  char name[96];
+  table_name(name, sizeof name, "unpinindexed");
+  wp_table *p = NULL, *c = NULL;
+  CHECK_RC(wp_open(name, 1, 64, &p), WP_OK);
+  CHECK_RC(wp_open(name, 0, 0, &c), WP_OK);
+  if (p == NULL || c == NULL) return;
+  enum { N = 6 };
+  uint8_t digests[N][32];
+  for (uint32_t i = 0; i < N; i++) {
+    digest_for(400 + i, digests[i]);
+    publish(p, 400 + i);
+  }
+  /* Two runs over the same blocks (two requests loading them): each holds its own pins. */
+  wp_lease a[N], b[N];
+  CHECK(wp_try_pin_prefix(c, &digests[0][0], N, NULL, a) == N);
+  CHECK(wp_try_pin_prefix(c, &digests[0][0], N, NULL, b) == N);
+  for (uint32_t i = 0; i < N; i++) CHECK(wp_client_pins(c, a[i].slot) == 2);
+  const uint32_t bad[] = {1, N};
+  CHECK_RC(-wp_unpin_indexed(c, a, N, bad, 2), WP_ERR_INVALID_ARGUMENT);
+  CHECK(wp_client_pins(c, a[1].slot) == 2); /* nothing released */
+  const uint32_t some[] = {4, 0, 2, 4};  /* out of order, one repeated */
+  CHECK(wp_unpin_indexed(c, a, N, some, 4) == 3);
+  CHECK(wp_client_pins(c, a[0].slot) == 1 && wp_client_pins(c, a[2].slot) == 1 && wp_client_pins(c, a[4].slot) == 1);
+  CHECK(wp_client_pins(c, a[1].slot) == 2);
+  CHECK_RC(wp_try_evict(p, digests[0]), WP_PINNED); /* the other run still holds it */
+  CHECK(wp_unpin_many(c, a, N) == 3);                /* the rest of run a; the released ones skipped */
+  const uint32_t all[] = {5, 4, 3, 2, 1, 0};
+  CHECK(wp_unpin_indexed(c, b, N, all, N) == N);
+  CHECK(wp_unpin_indexed(c, b, N, all, N) == 0);
+  CHECK(wp_unpin_indexed(c, b, N, NULL, 0) == 0);
+  for (uint32_t i = 0; i < N; i++) CHECK_RC(wp_try_evict(p, digests[i]), WP_OK);
+  wp_close(c);
+  wp_close(p);
+  wp_unlink(name);
+}
+
 /* ---- reap: a SIGKILLed client's pins are released, a live one's are not --------------- */
 
 static void test_reap(void) {
@@ -1217,6 +1305,8 @@ int main(int argc, char **argv) {
     test_trust();
     test_truncated();
     test_no_space();
+    test_peek_many();
+    test_unpin_indexed();
   }
   if (!strcmp(which, "stress") || !strcmp(which, "all")) test_stress(argc > 2 ? strtoull(argv[2], NULL, 10) : 200000);
   if (!strcmp(which, "shared") || !strcmp(which, "all")) test_shared_handles(argc > 2 ? strtoull(argv[2], NULL, 10) : 2000);

@@ -212,4 +212,6 @@ SIGNATURES = {
     "wp_try_pin_prefix": (ctypes.c_int, [_VOIDP, ctypes.c_char_p, ctypes.c_uint32, _P(WpDeviceRecord), _P(WpLease)]),
     "wp_unpin_many": (ctypes.c_int, [_VOIDP, _P(WpLease), ctypes.c_uint32]),
     "wp_peek": (ctypes.c_int, [_VOIDP, _DIGEST]),
+    "wp_peek_many": (ctypes.c_int, [_VOIDP, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_char_p]),
+    "wp_unpin_indexed": (ctypes.c_int, [_VOIDP, _P(WpLease), ctypes.c_uint32, _P(ctypes.c_uint32), ctypes.c_uint32]),
 }

@@ -49,6 +49,7 @@ __all__ = [
     "read_arena_record",
     "check_arena_directory",
     "ensure_arena_directory",
+    "read_arena_record_into",
 ]
 
 #: First bytes of every record: ASCII ``WPAR`` ("waitprep arena record").
@@ -279,6 +280,27 @@ def _kind(mode: int) -> str:
     return "a device"
 
 
+def _open_arena(arena: int, path: str) -> "Union[Tuple[int, int], Mismatch]":
+    """The arena file open for reading, and its size; or ``no-arena``. An arena is a regular file,
+    judged on the open descriptor (the file that is read): O_NOFOLLOW refuses a link planted under
+    the name, O_NONBLOCK keeps a FIFO from blocking the open. The caller closes the descriptor."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return Mismatch("no-arena", "arena %d (%s) is a symbolic link, not a regular file" % (arena, path))
+        return Mismatch("no-arena", "arena %d (%s) cannot be opened: %s" % (arena, path, error.strerror))
+    try:
+        st = os.fstat(fd)
+    except OSError as error:
+        os.close(fd)
+        return Mismatch("no-arena", "arena %d (%s) cannot be read: %s" % (arena, path, error.strerror))
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return Mismatch("no-arena", "arena %d (%s) is %s, not a regular file" % (arena, path, _kind(st.st_mode)))
+    return fd, st.st_size
+
+
 def read_arena_record(table_name: str, key: object, meta: object, root: str = DEFAULT_ARENA_ROOT, verify_checksum: bool = True) -> Union[ArenaRecord, Mismatch]:
     """Reads the record ``meta.location`` names for ``key`` from table ``table_name``'s arenas.
 
@@ -301,19 +323,11 @@ def read_arena_record(table_name: str, key: object, meta: object, root: str = DE
         raise invalid("verify_checksum", "a bool", verify_checksum)
     arena, offset = split_location(location)  # type: ignore[arg-type]
     path = arena_path(table_name, arena, root)
-    # An arena is a regular file, judged on the open descriptor (the file that is read): O_NOFOLLOW
-    # refuses a link planted under the name, O_NONBLOCK keeps a FIFO from blocking the open.
+    opened = _open_arena(arena, path)
+    if isinstance(opened, Mismatch):
+        return opened
+    fd, file_size = opened
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            return Mismatch("no-arena", "arena %d (%s) is a symbolic link, not a regular file" % (arena, path))
-        return Mismatch("no-arena", "arena %d (%s) cannot be opened: %s" % (arena, path, error.strerror))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return Mismatch("no-arena", "arena %d (%s) is %s, not a regular file" % (arena, path, _kind(st.st_mode)))
-        file_size = st.st_size
         if offset + ARENA_RECORD_HEADER_BYTES > file_size:
             return Mismatch("out-of-bounds", "no %d-byte header at offset %d of %s (%d bytes)" % (ARENA_RECORD_HEADER_BYTES, offset, path, file_size))
         header = decode_record_header(_pread_fully(fd, ARENA_RECORD_HEADER_BYTES, offset))
@@ -500,3 +514,5 @@ def ensure_arena_directory(
     except OSError as error:
         raise _system_error(directory, error) from error
     return directory
+# Reading into a caller's buffer lives in its own module, which builds on the checks above.
+from ._arena_into import read_arena_record_into  # noqa: E402

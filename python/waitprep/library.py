@@ -4,19 +4,17 @@ Where it looks, in order:
 
 1. the path passed to :func:`load_library` (or to ``open_table(..., library=...)``);
 2. the environment variable ``WAITPREP_LIBRARY`` (``WAITPREP_LIB`` is accepted as an older name);
-3. the Node package beside this one: when this package is used from a waitprep checkout or from
-   an installed npm package (``node_modules/waitprep/python``), its ``build/Release`` (what
-   ``npm install`` builds) and then its ``prebuilds/linux-<arch>`` (what prebuildify ships).
+3. the package's own copy, ``waitprep/libwaitprep.so``: what ``pip install ./python`` (or a wheel
+   from ``pip wheel ./python``) builds from the C sources and installs inside the package;
+4. the Node package beside this one: when this package is used from a waitprep checkout on
+   ``PYTHONPATH``, its
+   ``build/Release`` (what ``npm install`` builds) and then its ``prebuilds/linux-<arch>`` (what
+   prebuildify ships).
 
 A path that 1 or 2 names is the one used: when it does not load, that is the error, and no other
 library is tried in its place (a deployment that names a library means that one). When nothing
-is named and nothing lies beside the package (a ``pip install``ed copy has no Node package
-beside it), :class:`~waitprep.WaitprepError` ``ERR_NATIVE_UNAVAILABLE`` lists every place looked
-at. Point a pip-installed package at the library the Node package built with::
-
-    export WAITPREP_LIBRARY="$(node -p "require('waitprep').nativeLibraryPath()")"
-
-(from an ES module: ``import('waitprep').then(m => console.log(m.nativeLibraryPath()))``).
+is named and nothing is found, :class:`~waitprep.WaitprepError` ``ERR_NATIVE_UNAVAILABLE`` lists
+every place looked at.
 """
 
 from __future__ import annotations
@@ -38,6 +36,11 @@ _loaded: Dict[str, ctypes.CDLL] = {}
 _lock = threading.Lock()
 
 
+def _own() -> str:
+    """The copy installed inside this package (the wheel's)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libwaitprep.so")
+
+
 def _beside() -> List[str]:
     """The Node package's build and prebuild directories, when this package sits inside one."""
     node_package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -52,7 +55,7 @@ def library_candidates(path: Optional[str] = None, environ: Optional[Mapping[str
     """Where :func:`load_library` would look, in order: ``(where, path)`` pairs.
 
     ``where`` says how the path was found ('argument', 'WAITPREP_LIBRARY', 'WAITPREP_LIB',
-    'beside'). A named path (the argument, or either variable) is the only candidate.
+    'package', 'beside'). A named path (the argument, or either variable) is the only candidate.
     """
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise WaitprepError("ERR_INVALID_ARGUMENT", "Expected `path` to be a path to libwaitprep.so (str or os.PathLike) or None, got %s" % describe(path), field="path")
@@ -67,7 +70,7 @@ def library_candidates(path: Optional[str] = None, environ: Optional[Mapping[str
     for variable in ("WAITPREP_LIBRARY", "WAITPREP_LIB"):
         if env.get(variable):
             return [(variable, env[variable])]
-    return [("beside", candidate) for candidate in _beside()]
+    return [("package", _own())] + [("beside", candidate) for candidate in _beside()]
 
 
 def load_library(path: Optional[str] = None) -> ctypes.CDLL:
@@ -80,19 +83,21 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     candidates = library_candidates(path)
     looked: List[str] = []
     for where, candidate in candidates:
-        label = "%s (%s)" % (candidate, where) if where != "beside" else candidate
+        searched = where in ("package", "beside")
+        label = candidate if searched else "%s (%s)" % (candidate, where)
         if not os.path.isfile(candidate):
             looked.append("%s: no such file" % label)
-            if where == "beside":
+            if searched:
                 continue
             break
         return _load(os.path.realpath(candidate), label)
-    if candidates[0][0] == "beside":
+    if candidates[0][0] == "package":
         looked.insert(0, "no path given, WAITPREP_LIBRARY and WAITPREP_LIB unset")
     raise WaitprepError(
         "ERR_NATIVE_UNAVAILABLE",
-        "libwaitprep.so not found; looked at: %s. Pass its path, or set WAITPREP_LIBRARY to what the Node "
-        "package's nativeLibraryPath() returns (node -p \"require('waitprep').nativeLibraryPath()\")" % "; ".join(looked),
+        "libwaitprep.so not found; looked at: %s. Install the package with pip (pip install ./python, or a wheel "
+        "from pip wheel ./python: either builds the library into the package), or pass its path, or set "
+        "WAITPREP_LIBRARY to one (in Node, nativeLibraryPath() names the build there)" % "; ".join(looked),
     )
 
 

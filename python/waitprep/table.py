@@ -29,12 +29,13 @@ other thread is done with the table, as ``wp_close`` requires.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import os
 import re
 import threading
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping, Sequence as _Sequence
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 from . import _abi
 from ._ints import int_in, is_u32, is_u64
@@ -133,6 +134,38 @@ def _digest(value: object) -> bytes:
     if not isinstance(value, bytes) or len(value) != 32:
         raise invalid("digest", "32 bytes (waitprep.key_digest(fields), or a key's SHA-256)", value, "ERR_INVALID_KEY")
     return value
+
+
+_DIGESTS_EXPECTED = "32-byte digests back to back (one bytes-like object), or a sequence of 32-byte digests"
+
+
+def _packed_digests(value: object) -> bytes:
+    """Digests as one bytes object of 32-byte digests back to back, from packed bytes (used as they
+    are) or a sequence of 32-byte digests, read once in order (joined in one pass; each length
+    checked in another). A mapping or a set is not a run of chunks (and has no order to pin in):
+    ERR_INVALID_ARGUMENT; an element that is not 32 bytes: ERR_INVALID_KEY naming it."""
+    if type(value) is bytes:
+        packed = value
+    elif isinstance(value, (bytearray, memoryview)):
+        packed = bytes(value)
+    else:
+        if type(value) is not list and type(value) is not tuple and (not isinstance(value, _Sequence) or isinstance(value, str)):
+            raise invalid("digests", "a sequence (list, tuple) of 32-byte digests, or one bytes object of them back to back", value)
+        try:
+            packed = b"".join(value)  # type: ignore[arg-type]
+            # Every element 32 long, and 32 bytes each in all: every element is 32 bytes.
+            ok = list(map(len, value)).count(32) == len(value)  # type: ignore[arg-type]
+        except TypeError:
+            ok = False
+        if not ok or len(packed) != 32 * len(value):  # type: ignore[arg-type]
+            raise _bad_digests(value)
+    if len(packed) % 32:
+        raise invalid("digests", _DIGESTS_EXPECTED + " (a length that is a multiple of 32)", value)
+    return packed
+
+
+#: wp_peek_many's status bytes as peek's answers: 'ready' or the miss reason (None: not a peek's).
+_PEEK_ANSWERS: List[Optional[str]] = ["ready"] + [MISS_REASON.get(status) for status in range(1, 256)]
 
 
 def _u64(field: str, value: object) -> int:
@@ -281,9 +314,11 @@ class LeaseRun(Sequence[Lease]):
 
     ``len(run)`` is how many leading chunks are pinned. The pins are held in one ctypes array and a
     :class:`Lease` is made for a chunk only when it is read (``run[i]``, iteration), so that a
-    prefix lookup costs one crossing, not one Python object per chunk. :meth:`close` (or the end of
-    a ``with`` block) releases every pin still held in one call (``wp_unpin_many``); a lease read
-    from the run and closed by itself first is skipped (its pin record says it was released).
+    prefix lookup costs one crossing, not one Python object per chunk. :meth:`release` gives back
+    chunks by position (an engine that completes blocks in any order), :meth:`close` (or the end of
+    a ``with`` block) every pin still held, each in one call (``wp_unpin_indexed``,
+    ``wp_unpin_many``); a pin released before, by either or by a lease read from the run and closed
+    by itself, is skipped (its pin record says it was released).
     """
 
     __slots__ = ("_table", "_raw", "_digests", "_n", "_readiness", "_leases")
@@ -294,7 +329,7 @@ class LeaseRun(Sequence[Lease]):
         self._digests = digests
         self._n = n
         self._readiness = readiness
-        self._leases: List[Optional[Lease]] = [None] * n
+        self._leases: Optional[Dict[int, Lease]] = None  # the chunks read as Leases, made on first read
 
     def __len__(self) -> int:
         return self._n
@@ -312,10 +347,13 @@ class LeaseRun(Sequence[Lease]):
             index += self._n
         if not 0 <= index < self._n:
             raise IndexError("LeaseRun index %d out of range (%d pinned)" % (index, self._n))
-        lease = self._leases[index]
+        leases = self._leases
+        if leases is None:
+            leases = self._leases = {}
+        lease = leases.get(index)
         if lease is None:
             lease = Lease(self._table, self._raw[index], self._digests[32 * index : 32 * index + 32], self._readiness)  # type: ignore[arg-type]
-            self._leases[index] = lease
+            leases[index] = lease
         return lease
 
     def __iter__(self) -> Iterator[Lease]:
@@ -329,9 +367,8 @@ class LeaseRun(Sequence[Lease]):
         """Releases every pin of the run still held, in one call. Returns how many it released
         (0 the second time, or on a table closed since: closing it released every pin)."""
         table, self._table = self._table, None
-        for lease in self._leases:
-            if lease is not None:
-                lease._table = None
+        for lease in (self._leases or {}).values():
+            lease._table = None
         if table is None or self._n == 0:
             return 0
         handle = table._handle
@@ -340,6 +377,46 @@ class LeaseRun(Sequence[Lease]):
         released = table._lib.wp_unpin_many(handle, self._raw, self._n)
         if released < 0:
             raise status_error(table._lib, -released, "LeaseRun.close()")
+        return released
+
+    def release(self, indexes: Union[Sequence[int], "array.array[int]", memoryview]) -> int:
+        """Releases the pins of the chunks at ``indexes`` (positions in the run, any order), in one
+        call, and returns how many it released: a position released before (or repeated) releases
+        nothing, and :meth:`close` later releases only the rest. ``indexes``: a sequence of ints, or
+        a buffer of native u32 (``array('I')``, a numpy ``uint32`` array). An index outside
+        ``[0, len(run))`` is ``ERR_INVALID_ARGUMENT``, and then nothing is released. 0 once the run
+        or its table is closed (closing released every pin)."""
+        table = self._table
+        try:
+            view = memoryview(indexes)  # type: ignore[arg-type]
+        except TypeError:
+            view = None
+        at: Optional["ctypes.Array[ctypes.c_uint32]"] = None
+        if view is not None:
+            # A buffer must hold native u32s: bytes of another width are not read as positions.
+            if view.format in ("I", "=I", "<I") and view.itemsize == 4 and view.ndim == 1 and view.c_contiguous:
+                at = (ctypes.c_uint32 * view.shape[0]).from_buffer_copy(view)  # type: ignore[index]
+        else:
+            try:
+                packed = array.array("I", indexes)  # type: ignore[arg-type]
+                at = (ctypes.c_uint32 * len(packed)).from_buffer(packed)
+            except (TypeError, OverflowError, ValueError):
+                pass
+        if at is None:
+            raise invalid("indexes", "positions in the run: a sequence of ints in [0, %d), or a 1-dimensional buffer of native u32" % self._n, indexes)
+        if table is None:
+            return 0
+        handle = table._handle
+        if handle is None:
+            return 0
+        released = table._lib.wp_unpin_indexed(handle, self._raw, self._n, at, len(at))
+        if released < 0:
+            raise invalid("indexes", "positions in the run, each in [0, %d)" % self._n, indexes)
+        if self._leases:
+            for index in at:
+                lease = self._leases.get(index)
+                if lease is not None:
+                    lease._table = None
         return released
 
     def __enter__(self) -> "LeaseRun":
@@ -443,7 +520,7 @@ class Table:
         reason = MISS_REASON.get(status)
         if reason is not None:
             return reason
-        raise status_error(self._lib, status, "%s(%s)" % (what, digest.hex() if token is None else token))
+        raise status_error(self._lib, status, "%s(%s)" % (what, digest.hex() if token is None else str(token)))
 
     def unpin(self, lease: Lease) -> bool:
         """``lease.close()``: True when this call released it."""
@@ -505,21 +582,7 @@ class Table:
         bytes (a mapping, a set, an iterator), packed bytes that are not whole digests, or a
         malformed device target (there is no miss to carry it); ``ERR_CLOSED`` on a closed table.
         """
-        if isinstance(digests, (bytes, bytearray, memoryview)):
-            packed = bytes(digests)
-            if len(packed) % 32:
-                raise invalid("digests", "32-byte digests back to back (a length that is a multiple of 32)", packed)
-        else:
-            # In order, once: a mapping or a set is not a run of chunks (and has no order to pin in).
-            if type(digests) is not list and type(digests) is not tuple and (not isinstance(digests, _Sequence) or isinstance(digests, str)):
-                raise invalid("digests", "a sequence (list, tuple) of 32-byte digests, or one bytes object of them back to back", digests)
-            try:
-                packed = b"".join(digests)
-                ok = len(packed) == 32 * len(digests) and set(map(len, digests)) <= {32}
-            except TypeError:
-                ok = False
-            if not ok:
-                raise _bad_digests(digests)
+        packed = _packed_digests(digests)
         n = len(packed) // 32
         target = None
         if device is not None:
@@ -579,6 +642,39 @@ class Table:
         if reason is not None:
             return reason
         raise status_error(self._lib, status, "peek(%s)" % digest.hex())
+
+    def peek_many(self, digests: Union[bytes, Sequence[bytes]]) -> List[str]:
+        """:meth:`peek` for many digests in one call (``wp_peek_many``): one answer per digest, in
+        order ('ready', 'absent', 'preparing', 'evicting'; 'table-closed' for each on a closed
+        table). ``digests``: packed bytes of 32-byte digests back to back, or a sequence of them.
+        Each answer is a hint, and the batch is not one snapshot. Pins nothing."""
+        packed = _packed_digests(digests)
+        n = len(packed) >> 5
+        handle = self._handle
+        if handle is None:
+            return ["table-closed"] * n
+        statuses = ctypes.create_string_buffer(n)
+        leading = self._lib.wp_peek_many(handle, packed, n, statuses)
+        if leading < 0:
+            raise status_error(self._lib, -leading, "peek_many(%d digests)" % n)
+        answers = _PEEK_ANSWERS
+        out = [answers[status] for status in statuses.raw]
+        if None in out:
+            raise status_error(self._lib, statuses.raw[out.index(None)], "peek_many(%d digests)" % n)
+        return out  # type: ignore[return-value]
+
+    def peek_prefix(self, digests: Union[bytes, Sequence[bytes]]) -> int:
+        """How many leading digests :meth:`peek` finds 'ready' now, in one call that stops at the
+        first that is not (an engine's count of leading hits: SGLang's ``batch_exists``, LMCache's
+        ``batched_contains``). 0 on a closed table. A hint, as peek is; pins nothing."""
+        packed = _packed_digests(digests)
+        handle = self._handle
+        if handle is None:
+            return 0
+        leading = self._lib.wp_peek_many(handle, packed, len(packed) >> 5, None)
+        if leading < 0:
+            raise status_error(self._lib, -leading, "peek_prefix(%d digests)" % (len(packed) >> 5))
+        return leading
 
     def client_pins(self, slot: int) -> int:
         """Pins this client holds on ``slot``. A snapshot for tests and inspection: while other

@@ -1,0 +1,107 @@
+"""Reading an arena record's payload into the caller's buffer (``waitprep.arena.read_arena_record_into``).
+
+``read_arena_record`` returns the payload as a new ``bytes``: each read then pays for a fresh
+buffer (its page faults) besides the kernel's copy. An engine that reads into memory it keeps (a
+pinned host page, a numpy array, an ``mmap``) passes that memory here instead: the kernel copies
+the payload straight into it (``preadv``), and the SHA-256 check, optional, reads it there.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Union
+
+from .arena import (
+    ARENA_RECORD_HEADER_BYTES,
+    DEFAULT_ARENA_ROOT,
+    Mismatch,
+    RecordHeader,
+    _digest,
+    _meta,
+    _mismatch,
+    _open_arena,
+    _pread_fully,
+    arena_path,
+    decode_record_header,
+    record_checksum,
+    split_location,
+)
+from .errors import invalid
+
+__all__ = ["read_arena_record_into"]
+
+_WRITABLE = "a writable, C-contiguous buffer (bytearray, numpy array, mmap, memoryview of one, ...)"
+
+
+def read_arena_record_into(
+    table_name: str,
+    key: object,
+    meta: object,
+    buffer: object,
+    root: str = DEFAULT_ARENA_ROOT,
+    verify_checksum: bool = True,
+) -> Union[RecordHeader, Mismatch]:
+    """Reads the record ``meta.location`` names for ``key`` from table ``table_name``'s arenas, as
+    :func:`~waitprep.arena.read_arena_record` does, but into ``buffer``: its first
+    ``payload_length`` bytes receive the payload, and the record's :class:`RecordHeader` is
+    returned (or a :class:`Mismatch`, as there; after a Mismatch the buffer's bytes are
+    unspecified). No buffer of the payload's size is made.
+
+    ``buffer``: any writable C-contiguous buffer (``bytearray``, a numpy array, an ``mmap``, a
+    ``memoryview`` of one; read as bytes) of at least the payload's length, else
+    ``ERR_INVALID_ARGUMENT`` (``meta.size_bytes`` is that length). ``verify_checksum=False`` skips
+    the SHA-256 check of the payload (the header, key, size and meta checksum are still checked):
+    for a producer trusted to have validated what it published. Hold a pin on the artifact while
+    reading.
+    """
+    try:
+        view = memoryview(buffer)  # type: ignore[arg-type]
+    except TypeError:
+        raise invalid("buffer", _WRITABLE, buffer) from None
+    if view.readonly or not view.c_contiguous:
+        raise invalid("buffer", _WRITABLE, buffer)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    digest = _digest("key", key)
+    location, size, checksum = _meta(meta, True)
+    if type(verify_checksum) is not bool:
+        raise invalid("verify_checksum", "a bool", verify_checksum)
+    arena, offset = split_location(location)  # type: ignore[arg-type]
+    path = arena_path(table_name, arena, root)
+    opened = _open_arena(arena, path)
+    if isinstance(opened, Mismatch):
+        return opened
+    fd, size_of_file = opened
+    try:
+        if offset + ARENA_RECORD_HEADER_BYTES > size_of_file:
+            return Mismatch("out-of-bounds", "no %d-byte header at offset %d of %s (%d bytes)" % (ARENA_RECORD_HEADER_BYTES, offset, path, size_of_file))
+        header = decode_record_header(_pread_fully(fd, ARENA_RECORD_HEADER_BYTES, offset))
+        if isinstance(header, Mismatch):
+            return header
+        wrong = _mismatch(header, digest, size, checksum)
+        if wrong is not None:
+            return wrong
+        length = header.payload_length
+        start = offset + ARENA_RECORD_HEADER_BYTES
+        if start + length > size_of_file:
+            return Mismatch("out-of-bounds", "the payload of %d bytes runs past the end of %s (%d bytes)" % (length, path, size_of_file))
+        if length > view.nbytes:
+            raise invalid("buffer", "%s of at least the payload's %d bytes" % (_WRITABLE, length), "%d bytes" % view.nbytes)
+        target = view[:length]
+        done = 0
+        while done < length:
+            # preadv writes into the caller's memory; a short read (a large payload, a signal) goes on.
+            got = os.preadv(fd, [target[done:]], start + done)
+            if got == 0:
+                return Mismatch("out-of-bounds", "%s ended after %d of %d payload bytes" % (path, done, length))
+            done += got
+        if verify_checksum:
+            actual = record_checksum(target)
+            if actual != header.checksum:
+                return Mismatch("corrupt-payload", "the payload's checksum is %d, its header says %d" % (actual, header.checksum))
+        return header
+    except OSError as error:
+        # A read the kernel refuses (EIO from a damaged device) is the file's doing, not the caller's.
+        return Mismatch("no-arena", "arena %d (%s) cannot be read: %s" % (arena, path, error.strerror))
+    finally:
+        os.close(fd)
