@@ -51,5 +51,44 @@ diff "$work/usage/expected.txt" "$work/usage/printed.txt"
 doctor "$project"
 echo "install route: the README's TypeScript example ($(cd "$project" && npx tsc --version)): ok"
 
-# 4. PYTHON ROUTE (the engine-adapter wheel, installed with pip and no Node): goes here, run as the
-# README shows it, in a fresh virtual environment.
+# 4. The Python route, as the README gives it: `pip install ./python` from a fresh clone into a new
+# virtual environment, with Node and npm hidden from PATH (the build needs CMake and a C compiler,
+# which this machine has; .ci/run installs the built wheel where there is none), then the package
+# loads the library it carries and pins what it published.
+git clone -q "$repo" "$work/clone-python"
+mkdir "$work/no-node"
+for tool in /usr/bin/* /usr/local/bin/* /bin/*; do
+  name="${tool##*/}"
+  case "$name" in node | nodejs | npm | npx | corepack) continue ;; esac
+  [ -e "$work/no-node/$name" ] || ln -s "$tool" "$work/no-node/$name"
+done
+(
+  export PATH="$work/no-node"
+  unset WAITPREP_LIBRARY WAITPREP_LIB
+  if command -v node || command -v npm; then echo "python route: Node is still on PATH" >&2; exit 1; fi
+  cd "$work/clone-python"
+  python3 -m venv "$work/venv"
+  "$work/venv/bin/pip" install -q ./python
+  cd "$work"
+  "$work/venv/bin/python" - <<'PY'
+import os, waitprep
+lib = waitprep.load_library()._name
+assert lib == os.path.join(os.path.dirname(waitprep.__file__), "libwaitprep.so"), lib
+name = "waitprep-route-%d" % os.getpid()
+producer = waitprep.create_table(name, 64)
+try:
+    consumer = waitprep.open_table(name)
+    digest = bytes(range(32))
+    reservation = producer.reserve(digest)
+    producer.publish(reservation, 1, 0, 0, 0, 1)
+    lease = consumer.try_pin(digest)
+    assert not isinstance(lease, str) and lease.meta.size_bytes == 1, lease
+    lease.close()
+    consumer.close()
+finally:
+    producer.close()
+    waitprep.unlink_table(name)
+print("python route: loaded", lib)
+PY
+)
+echo "install route: pip install ./python, no Node: ok"
