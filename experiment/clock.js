@@ -189,6 +189,10 @@ export class Network {
     if (version !== this.#version) return;
     this.#advance();
     // Within a byte of the end is the end: what rounding leaves of a transfer is not a transfer.
+    // So is a remainder due within a few steps of the clock (a double's ulp grows with `now`:
+    // 2^-32 s at t = 2^20 s, more than a byte's time on a fast link): the timer for it would
+    // fire at this same `now`, move nothing and be set again, forever.
+    const resolution = this.#queue.now * 2 ** -50;
     const finished = [];
     for (const group of this.#groups.values()) {
       while (group.size > 0) {
@@ -197,7 +201,8 @@ export class Network {
           group.heap.pop();
           continue;
         }
-        if (top.target - group.served >= 1) break;
+        const left = top.target - group.served;
+        if (left >= 1 && left / group.rate > resolution) break;
         group.heap.pop();
         this.#remove(top);
         finished.push(top);

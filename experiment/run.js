@@ -70,7 +70,7 @@ export function runExperiment(options, { onReplay = () => {}, onProgress = null 
   const cache = new Map();
   const total = presets.length * options.agents.length * options.seeds.length * policies.length;
   // A run holds every policy's series for the seeds of one (preset, agent count), and keeps the first seed's of each.
-  const bounds = { presets, sampleSeconds: options.sampleSeconds, seriesKept: policies.length * (options.seeds.length + presets.length * options.agents.length) };
+  const bounds = { sampleSeconds: options.sampleSeconds, seriesKept: policies.length * (options.seeds.length + presets.length * options.agents.length) };
   let done = 0;
   const runs = [];
   for (const preset of presets) {

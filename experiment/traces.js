@@ -210,63 +210,37 @@ export const MAX_KEPT_SAMPLES = Math.floor((256 << 20) / SAMPLE_BYTES);
 const formatBytes = (bytes) => (bytes >= 2 ** 30 ? `${Number((bytes / 2 ** 30).toPrecision(3))} GiB` : `${Math.ceil(bytes / 2 ** 20)} MiB`);
 
 /**
- * Throws unless `trace` can be replayed on `presets` in bounded memory and time:
- *
- * - A replay samples memory every `sampleSeconds` from t = 0 to the trace's last event, and the
- *   run keeps `seriesKept` replays' series (every policy of the current agent count and seed,
- *   and the first seed's of each run done), so a trace that ends late, or starts late, costs
- *   memory however few its events. Over MAX_KEPT_SAMPLES, it is refused with the memory it would
- *   need and the sampling interval that would fit.
- * - The replay's clock is a double in seconds, and a transfer ends within a byte of its size: at
- *   times whose spacing (the double's ulp) is over 2 bytes' time at a preset's fastest link, a
- *   transfer can be left a byte short at a time the clock cannot step past, and the replay would
- *   never end. A trace whose last event lies beyond that is refused.
+ * Throws unless `trace` can be replayed in bounded memory: a replay samples memory every
+ * `sampleSeconds` from t = 0 to the trace's last event, and the run keeps `seriesKept` replays'
+ * series (every policy of the current agent count and seed, and the first seed's of each run
+ * done), so a trace that ends late, or starts late, costs memory however few its events. Over
+ * MAX_KEPT_SAMPLES, it is refused with the memory it would need and the sampling interval that
+ * would fit. Its time alone is no reason to refuse it: the replay's clock treats what remains of
+ * a transfer as arrived once it is due within the clock's step (experiment/clock.js), so a replay
+ * ends at any time.
  *
  * The refusal is an ERR_INVALID_ARGUMENT naming the line of the last event when the trace has
  * `lastLine`, and the option that would make it fit.
  */
-export function checkReplayable(trace, { presets, sampleSeconds, seriesKept }) {
+export function checkReplayable(trace, { sampleSeconds, seriesKept }) {
   const lastT = trace.info.lastT;
   const firstT = trace.events.length > 0 ? trace.events[0].t : 0;
   const last = `its last event${trace.lastLine ? ` (line ${trace.lastLine}, field t)` : ''} at t = ${lastT} s`;
-  let clock = null;
-  for (const preset of presets) {
-    const rate = fastestLink(preset);
-    const limit = 2 ** Math.ceil(53 - Math.log2(rate));
-    if (rate > 0 && lastT >= limit) {
-      clock = `is past ${limit} s, where the replay's clock can no longer tell apart the time a byte takes on preset ` +
-        `${preset.name}'s fastest link (${rate} bytes/s), so the replay might never end`;
-      break;
-    }
-  }
-  let memory = null;
   const perReplay = Math.floor(lastT / sampleSeconds) + 1;
-  if (!(perReplay * seriesKept <= MAX_KEPT_SAMPLES)) {
-    const fits = lastT / (Math.floor(MAX_KEPT_SAMPLES / seriesKept) - 1);
-    memory = `a replay samples memory every ${sampleSeconds} s from t = 0 to ${last}: ${perReplay} samples per replay, ` +
-      `${seriesKept} replays' worth kept by this run, about ${formatBytes(perReplay * seriesKept * SAMPLE_BYTES)} ` +
-      `(a run keeps at most ${MAX_KEPT_SAMPLES} samples, about ${formatBytes(MAX_KEPT_SAMPLES * SAMPLE_BYTES)})` +
-      (clock === null && Number.isFinite(fits) && fits > 0 ? `; --sample-seconds ${roundUp(fits)} or more would fit` : '');
-  }
-  if (memory === null && clock === null) return;
-  const problems = memory === null ? `${last} ${clock}` : clock === null ? memory : `${memory}; and that time ${clock}`;
-  const remedy = firstT > lastT / 2 ? `; it starts at t = ${firstT} s: shift its times to start near 0` : clock !== null ? '; cut the trace shorter' : '';
-  throw new WaitprepError('ERR_INVALID_ARGUMENT', `refused before replaying: ${problems}${remedy}`, { field: memory === null ? 't' : 'sample-seconds' });
+  if (perReplay * seriesKept <= MAX_KEPT_SAMPLES) return;
+  const fits = lastT / (Math.floor(MAX_KEPT_SAMPLES / seriesKept) - 1);
+  const memory = `a replay samples memory every ${sampleSeconds} s from t = 0 to ${last}: ${perReplay} samples per replay, ` +
+    `${seriesKept} replays' worth kept by this run, about ${formatBytes(perReplay * seriesKept * SAMPLE_BYTES)} ` +
+    `(a run keeps at most ${MAX_KEPT_SAMPLES} samples, about ${formatBytes(MAX_KEPT_SAMPLES * SAMPLE_BYTES)})` +
+    (Number.isFinite(fits) && fits > 0 ? `; --sample-seconds ${roundUp(fits)} or more would fit` : '');
+  const remedy = firstT > lastT / 2 ? `; it starts at t = ${firstT} s: shift its times to start near 0` : '';
+  throw new WaitprepError('ERR_INVALID_ARGUMENT', `refused before replaying: ${memory}${remedy}`, { field: 'sample-seconds' });
 }
 
 /** `x` rounded up to two significant digits. */
 function roundUp(x) {
   const step = 10 ** (Math.floor(Math.log10(x)) - 1);
   return Number((Math.ceil(x / step) * step).toPrecision(2));
-}
-
-/** The fastest of a preset's link rates (its fields in bytes per second). */
-function fastestLink(preset) {
-  let fastest = 0;
-  for (const [name, value] of Object.entries(preset)) {
-    if (/BytesPerSec/.test(name) && typeof value === 'number' && Number.isFinite(value)) fastest = Math.max(fastest, value);
-  }
-  return fastest;
 }
 
 /** The serving assumptions the Mooncake importer uses for a turn's service time. */

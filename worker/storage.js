@@ -3,11 +3,21 @@
 // fallback, where a table cannot cross processes, the demo runs it in its own process
 // (demo/run.js) on the same socket protocol.
 //
-// Requests come over a Unix socket, one JSON line per request ({ id, keyHex, keyBytes }) and one
-// per reply ({ id, ok, ... }), from the demo's piscina worker threads (demo/prepare-worker.js).
-// `keyBytes` is the key's wire form in base64: its canonical encoding (docs/key-encoding.md), as
-// PreparationTask.keyBytes carries it. It is decoded strictly (decodeArtifactKey, which hashes it
-// once); bytes that are not a key, or whose digest is not the request's keyHex, are refused.
+// Requests come over a Unix socket from the demo's piscina worker threads (demo/prepare-worker.js),
+// one JSON object per line, and each request gets one reply line ({ id, ok, ... }). A request is
+// { id, keyHex, keyBytes }: `keyBytes` is the key's wire form in base64, its canonical encoding
+// (docs/key-encoding.md), as PreparationTask.keyBytes carries it. A line is at most 64 KiB
+// (SOCKET_LIMITS.MAX_LINE_BYTES) and a long context's key is larger (4 bytes a token, 4/3 of that
+// in base64: 1.1 MiB for 213,000 tokens), so `keyBytes` may come in parts, one line each:
+//   { id, keyHex, keyBytes: "<part>", more: true }   no reply; the part is kept
+//   ...
+//   { id, keyHex, keyBytes: "<last part>" }           the request: keyBytes is every part, in order
+// The parts of one request come one after another on their connection, with the same id and
+// keyHex; a line for another id or keyHex before the last part, a part whose keyBytes is not
+// base64, or parts over MAX_REQUEST_BYTES in all get one { id, ok: false, error } reply and the
+// connection is closed. A request's parts are dropped when its connection closes.
+// The assembled keyBytes are decoded strictly (decodeArtifactKey, which hashes them once); bytes
+// that are not a key, or whose digest is not the request's keyHex, are refused.
 // The socket is bounded whatever clients send (SOCKET_LIMITS), and an arena directory that exists
 // already is used only if it passes the lease table's trust rules (ensureArenaDirectory).
 //
@@ -148,10 +158,14 @@ function writeArtifact(file, bytes) {
   }
 }
 
-/** The request's key, from its wire form; throws unless it is a key whose digest is the request's keyHex. */
+/**
+ * The request's key, from its wire form; throws unless it is a key whose digest is the request's
+ * keyHex. A request assembled from parts (serveSocket) carries its keyBytes decoded already.
+ */
 function keyOf(request) {
-  if (typeof request.keyBytes !== 'string') throw new Error('the request has no keyBytes (the key\'s canonical bytes in base64)');
-  const key = decodeArtifactKey(Buffer.from(request.keyBytes, 'base64'));
+  const { keyBytes } = request;
+  if (typeof keyBytes !== 'string' && !(keyBytes instanceof Uint8Array)) throw new Error('the request has no keyBytes (the key\'s canonical bytes in base64)');
+  const key = decodeArtifactKey(typeof keyBytes === 'string' ? Buffer.from(keyBytes, 'base64') : keyBytes);
   if (key.hex !== request.keyHex) throw new Error(`key bytes hash to ${key.hex}, request says ${request.keyHex}`);
   return key;
 }
@@ -299,12 +313,16 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
 /**
  * The socket's bounds. Anything on the host that can reach the socket is a client, so what
  * clients send must not grow the worker without limit:
- * - a request line is at most MAX_LINE_BYTES: a key of up to a million tokens in base64 (4 bytes
- *   a token, 4/3 in base64: 5.3 MiB) and its fields. The demo's requests are 100 KiB and more (a
- *   14,000-token shared prefix and the context after it), so a line of tens of KiB would refuse
- *   its own traffic;
+ * - a line is at most MAX_LINE_BYTES (64 KiB, newline excluded): a longer one gets one refusal and
+ *   the connection is closed. A request whose key does not fit one line sends it in parts;
+ * - a request's parts hold at most MAX_REQUEST_BYTES of keyBytes in all: a key of a million tokens
+ *   (4 bytes a token, 4/3 of that in base64: 5.3 MiB) and its other fields. The demo's largest
+ *   contexts, about 213,000 tokens, make 1.1 MiB. Preparing a key costs about 120 bytes of memory
+ *   a token for the moment (its source, its record and the record read back), 115 MiB at a
+ *   million tokens: with the buffers below, the worker grows by under 256 MiB whatever is sent;
  * - the bytes received and not yet answered, over every connection together, are at most
- *   MAX_UNANSWERED_BYTES: the connection that would go over is refused;
+ *   MAX_UNANSWERED_BYTES: the parts of requests not yet complete count, until the request is
+ *   answered or its connection closes. The connection that would go over is refused;
  * - at most MAX_CONNECTIONS are served at once, as many more are refused with a reply, and any
  *   beyond those are closed unanswered;
  * - a connection whose client does not read its replies stops being read once MAX_REPLY_BACKLOG
@@ -313,7 +331,8 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
  * connection is closed once its client closes, or LINGER_MS after the refusal.
  */
 export const SOCKET_LIMITS = Object.freeze({
-  MAX_LINE_BYTES: 6 << 20,
+  MAX_LINE_BYTES: 64 << 10,
+  MAX_REQUEST_BYTES: 6 << 20,
   MAX_UNANSWERED_BYTES: 64 << 20,
   MAX_CONNECTIONS: 64,
   MAX_REPLY_BACKLOG: 256 << 10,
@@ -325,13 +344,26 @@ function replyLine(reply) {
   return JSON.stringify(reply) + '\n';
 }
 
+/** The characters of base64 (and of its URL-safe form, which Buffer also decodes). */
+const BASE64 = /^[A-Za-z0-9+/=_-]*$/;
+
+/** A request's parts broke the protocol: answered with `id`, and the connection is closed. */
+class PartsRefused extends Error {
+  constructor(message, id) {
+    super(message);
+    this.id = id;
+  }
+}
+
 /**
- * Serves `storage.handle` on a Unix socket: one JSON request per line, one JSON reply per line,
- * within SOCKET_LIMITS. A line longer than MAX_LINE_BYTES and a connection over MAX_CONNECTIONS
- * get one `{ ok: false, error }` reply, and the connection is closed once it is written.
+ * Serves `storage.handle` on a Unix socket: one JSON object per line, a request's keyBytes in one
+ * line or in parts (lines with `more: true`, not answered), one JSON reply per request, within
+ * SOCKET_LIMITS. A line longer than MAX_LINE_BYTES, parts that break the protocol (see the module
+ * header) and a connection over MAX_CONNECTIONS get one `{ ok: false, error }` reply, and the
+ * connection is closed once it is written.
  */
 export function serveSocket(storage, socketPath) {
-  const { MAX_LINE_BYTES, MAX_UNANSWERED_BYTES, MAX_CONNECTIONS, MAX_REPLY_BACKLOG, LINGER_MS } = SOCKET_LIMITS;
+  const { MAX_LINE_BYTES, MAX_REQUEST_BYTES, MAX_UNANSWERED_BYTES, MAX_CONNECTIONS, MAX_REPLY_BACKLOG, LINGER_MS } = SOCKET_LIMITS;
   rmSync(socketPath, { force: true });
   /** Connections open: `held` in all, `serving` of them served (the rest are being refused). */
   let held = 0;
@@ -354,36 +386,80 @@ export function serveSocket(storage, socketPath) {
     /** Chunks of the partial line received since, none with a newline: joined when one comes. */
     let parts = [];
     let partBytes = 0;
+    /**
+     * The request whose keyBytes are arriving in parts, or null: its id and keyHex, the parts so
+     * far decoded (`decoded`, Buffers: off the JavaScript heap, where tens of MiB of strings
+     * would wait for a full collection), the last under-4 base64 characters not yet decoded
+     * (`carry`), and `bytes`, the base64 characters received.
+     */
+    let assembly = null;
     let refused = false;
+    const dropAssembly = () => {
+      if (assembly === null) return;
+      unanswered -= assembly.bytes;
+      assembly = null;
+    };
     const release = () => {
       unanswered -= pending.length + partBytes;
       pending = Buffer.alloc(0);
       parts = [];
       partBytes = 0;
+      dropAssembly();
     };
     socket.once('close', release);
     // A refused client may still be writing: closing at once would make its next write fail
     // (EPIPE), and its socket would be torn down before it read the reply. So the reply ends our
     // side, and what still comes is read and dropped, holding nothing, until the client closes
     // or LINGER_MS pass.
-    const refuse = (error) => {
+    const refuse = (error, id) => {
       refused = true;
       release();
       socket.removeAllListeners('data');
       socket.on('data', () => {});
       socket.resume();
-      socket.end(replyLine({ ok: false, error }));
+      socket.end(replyLine(id === undefined ? { ok: false, error } : { id, ok: false, error }));
       const timer = setTimeout(() => socket.destroy(), LINGER_MS);
       timer.unref();
       socket.once('close', () => clearTimeout(timer));
     };
-    const tooLong = `request line longer than ${MAX_LINE_BYTES} bytes; connection closed`;
+    const tooLong = `request line longer than ${MAX_LINE_BYTES} bytes (a longer keyBytes is sent in parts, lines with more: true); connection closed`;
     if (serving >= MAX_CONNECTIONS) {
       refuse(`too many connections: the storage worker serves at most ${MAX_CONNECTIONS} at once; connection closed`);
       return;
     }
     serving++;
     socket.once('close', () => serving--);
+    /**
+     * The request a parsed line completes, or undefined for a part (kept, not answered). Throws
+     * PartsRefused when the line breaks the parts protocol.
+     */
+    const assemble = (request) => {
+      const more = typeof request === 'object' && request !== null && request.more === true;
+      if (!more && assembly === null) return request;
+      const { id, keyHex, keyBytes } = request ?? {};
+      if (assembly !== null && (id !== assembly.id || keyHex !== assembly.keyHex)) {
+        throw new PartsRefused(`request ${JSON.stringify(assembly.id)} abandoned: a line for id ${JSON.stringify(id)}, keyHex ${JSON.stringify(keyHex)} came before its last part; connection closed`, assembly.id);
+      }
+      // Base64 only: a part is then held at one byte a character, as the bounds count it.
+      if (typeof keyBytes !== 'string' || !BASE64.test(keyBytes)) throw new PartsRefused('a part of a request has no keyBytes (a string of base64); connection closed', id);
+      const bytes = (assembly?.bytes ?? 0) + keyBytes.length;
+      if (bytes > MAX_REQUEST_BYTES) throw new PartsRefused(`request keyBytes longer than ${MAX_REQUEST_BYTES} bytes; connection closed`, id);
+      if (more) {
+        // Held until the request is answered or the connection closes, and counted as unanswered.
+        // Base64 decodes 4 characters at a time, so a part is decoded up to its last whole group.
+        if (assembly === null) assembly = { id, keyHex, decoded: [], carry: '', bytes: 0 };
+        const text = assembly.carry + keyBytes;
+        const whole = text.length - (text.length % 4);
+        assembly.decoded.push(Buffer.from(text.slice(0, whole), 'base64'));
+        assembly.carry = text.slice(whole);
+        assembly.bytes += keyBytes.length;
+        unanswered += keyBytes.length;
+        return undefined;
+      }
+      const decoded = Buffer.concat([...assembly.decoded, Buffer.from(assembly.carry + keyBytes, 'base64')]);
+      dropAssembly();
+      return { ...request, keyBytes: decoded };
+    };
     const serve = () => {
       if (refused) return;
       let newline;
@@ -393,9 +469,14 @@ export function serveSocket(storage, socketPath) {
         unanswered -= newline + 1;
         let reply;
         try {
-          const request = JSON.parse(line);
+          const request = assemble(JSON.parse(line));
+          if (request === undefined) continue;
           reply = { id: request.id, ...storage.handle(request) };
         } catch (error) {
+          if (error instanceof PartsRefused) {
+            refuse(error.message, error.id);
+            return;
+          }
           reply = { ok: false, error: `bad request: ${error.message}` };
         }
         socket.write(replyLine(reply));

@@ -15,6 +15,8 @@ import { ARENA_RECORD_HEADER_BYTES, arenaDirectory, artifactKey, openLeaseTable,
 import { SOCKET_LIMITS, arenaFile, checksumOf, startStorage, syntheticSource, validateSafetensors } from '../../worker/storage.js';
 // @ts-ignore -- plain JavaScript module without type declarations
 import { admitWait, demoCoordinator } from '../../demo/run.js';
+// @ts-ignore -- plain JavaScript module without type declarations
+import { requestLines } from '../../demo/prepare-worker.js';
 // The demo's modules import the package by name (dist/): their coordinator accepts only that
 // module's tables and keys, so the eviction tests build theirs from it too.
 import * as pkg from 'waitprep';
@@ -22,6 +24,8 @@ import { NATIVE, runsIf } from '../skip-reasons.js';
 
 const WORKER = join(import.meta.dirname, '..', '..', 'bin', 'storage-worker.js');
 const TOKENS = 4_000;
+/** The refusal of a line over SOCKET_LIMITS.MAX_LINE_BYTES. */
+const TOO_LONG = `request line longer than ${SOCKET_LIMITS.MAX_LINE_BYTES} bytes (a longer keyBytes is sent in parts, lines with more: true); connection closed`;
 
 /** A key, and its wire form as the worker's protocol carries it (the canonical bytes in base64). */
 function keyOf(i: number): { key: ArtifactKey; keyBytes: string } {
@@ -197,8 +201,11 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     }
   });
 
-  /** Starts the worker as the demo does, and a `send` that makes one socket request and reads its reply. */
-  async function start(budgetBytes: number, tableName = `wp-storage-test-${process.pid}-${Date.now()}`): Promise<{ arena: string; send: (message: object) => Promise<any> }> {
+  /**
+   * Starts the worker as the demo does, and a `send` that makes one socket request of one line and
+   * reads its reply (`sendLines`: of the lines given).
+   */
+  async function start(budgetBytes: number, tableName = `wp-storage-test-${process.pid}-${Date.now()}`): Promise<{ arena: string; send: (message: object) => Promise<any>; sendLines: (text: string) => Promise<any> }> {
     name = tableName;
     const arena = `/dev/shm/${name}-arena`;
     const socketPath = join(tmpdir(), `${name}.sock`);
@@ -207,11 +214,12 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     const [ready] = await once(proc, 'message');
     expect(ready).toMatchObject({ type: 'ready', implementation: 'native', socket: socketPath });
     let next = 0;
-    const send = async (message: object): Promise<any> => {
+    const send = (message: object): Promise<any> => sendLines(JSON.stringify({ ...message, id: `r${next++}` }) + '\n');
+    const sendLines = async (text: string): Promise<any> => {
       const socket = connect(socketPath);
       socket.setEncoding('utf8');
       await once(socket, 'connect');
-      socket.write(JSON.stringify({ ...message, id: `r${next++}` }) + '\n');
+      socket.write(text);
       let buffered = '';
       for await (const chunk of socket) {
         buffered += chunk;
@@ -220,7 +228,7 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
       socket.destroy();
       return JSON.parse(buffered.slice(0, buffered.indexOf('\n')));
     };
-    return { arena, send };
+    return { arena, send, sendLines };
   }
 
   /** Asks the worker to exit as the demo does: its 'bye' carries the stats, then it exits 0. */
@@ -351,8 +359,8 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     expect(existsSync(`/dev/shm/${name}`)).toBe(false);
   });
 
-  it('bounds its socket: a 48 MiB line, lines held open, 200 connections, one-byte writes, garbage and unread replies leave it serving, under 256 MiB more RSS', async () => {
-    const { send } = await start(64 << 20);
+  it('bounds its socket: a 48 MiB line, parts held open, 200 connections, one-byte writes, garbage and unread replies leave it serving, under 256 MiB more RSS', async () => {
+    const { send, sendLines } = await start(64 << 20);
     const socketPath = join(tmpdir(), `${name}.sock`);
     const pid = child!.pid!;
     table = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
@@ -360,10 +368,11 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     for (const k of published) expect(await prepare(send, k)).toMatchObject({ ok: true });
     const base = procStatusKiB(pid, 'VmRSS');
 
-    // A request the size the demo sends (a 200,000-token context: a line of about 1 MiB) is served.
+    // A request the size the demo sends (a 200,000-token context: about 1 MiB of keyBytes), in
+    // the demo's parts, is served.
     const long = keyMadeBy(artifactKey, 36, 200_000);
     expect(long.keyBytes.length).toBeGreaterThan(1 << 20);
-    expect(await prepare(send, long)).toMatchObject({ ok: true });
+    expect(await sendLines(requestLines('long', long.key.hex, long.keyBytes))).toMatchObject({ id: 'long', ok: true });
 
     // One 48 MiB line without a newline: one refusal naming the limit, then the connection closes.
     const big = rawClient(socketPath);
@@ -371,21 +380,35 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     big.socket.write(Buffer.alloc(48 << 20, 0x61));
     await big.closed;
     expect(big.lines).toHaveLength(1);
-    expect(JSON.parse(big.lines[0]!)).toEqual({ ok: false, error: `request line longer than ${SOCKET_LIMITS.MAX_LINE_BYTES} bytes; connection closed` });
+    expect(JSON.parse(big.lines[0]!)).toEqual({ ok: false, error: TOO_LONG });
 
-    // Twelve connections each holding a line just under the limit: past what the worker holds
-    // unanswered over all connections, the one that would go over is refused.
+    // Twelve connections each holding 6 MiB of a request's parts, none its last: past what the
+    // worker holds unanswered over all connections, the one that would go over is refused.
+    const unansweredRefusal = { ok: false, error: `the storage worker holds ${SOCKET_LIMITS.MAX_UNANSWERED_BYTES} bytes of unanswered requests, its most; connection closed` };
+    const partsOf = (id: string, bytes: number): string => requestLines(id, '0'.repeat(64), 'A'.repeat(bytes)).split('\n').slice(0, -2).join('\n') + '\n';
     const holders = Array.from({ length: 12 }, () => rawClient(socketPath));
     await Promise.all(holders.map((c) => c.connected));
-    expect(12 * (SOCKET_LIMITS.MAX_LINE_BYTES - 1)).toBeGreaterThan(SOCKET_LIMITS.MAX_UNANSWERED_BYTES);
-    for (const c of holders) c.socket.write(Buffer.alloc(SOCKET_LIMITS.MAX_LINE_BYTES - 1, 0x62));
+    // Each holds all but the last 48 KiB part of 6 MiB of keyBytes.
+    expect(12 * ((6 << 20) - (48 << 10))).toBeGreaterThan(SOCKET_LIMITS.MAX_UNANSWERED_BYTES);
+    holders.forEach((c, i) => c.socket.write(partsOf(`held-${i}`, 6 << 20)));
     await Promise.any(holders.map((c) => c.firstLine));
     const overflowed = holders.filter((c) => c.lines.length > 0);
-    for (const c of overflowed) {
-      expect(c.lines.map((line) => JSON.parse(line))).toEqual([{ ok: false, error: `the storage worker holds ${SOCKET_LIMITS.MAX_UNANSWERED_BYTES} bytes of unanswered requests, its most; connection closed` }]);
-    }
+    for (const c of overflowed) expect(c.lines.map((line) => JSON.parse(line))).toEqual([unansweredRefusal]);
     for (const c of holders) c.socket.destroy();
     await Promise.all(holders.map((c) => c.closed));
+
+    // Their parts were let go when they closed: ten connections can then hold 6 MiB of parts each
+    // at once (60 MiB, room left only if nothing is still held). Once their parts are written
+    // (and read, but for what the socket buffers), each sends a part that is not base64: each is
+    // refused for that, none for the bytes held.
+    const again = Array.from({ length: 10 }, () => rawClient(socketPath));
+    await Promise.all(again.map((c) => c.connected));
+    await Promise.all(again.map((c, i) => new Promise((resolve) => c.socket.write(partsOf(`again-${i}`, 6 << 20), resolve))));
+    again.forEach((c, i) => c.socket.write(JSON.stringify({ id: `again-${i}`, keyHex: '0'.repeat(64), keyBytes: '!', more: true }) + '\n'));
+    const answers = await Promise.all(again.map((c) => c.firstLine.then((line) => JSON.parse(line))));
+    expect(answers).toEqual(again.map((_, i) => ({ id: `again-${i}`, ok: false, error: 'a part of a request has no keyBytes (a string of base64); connection closed' })));
+    for (const c of again) c.socket.destroy();
+    await Promise.all(again.map((c) => c.closed));
 
     // 200 connections at once: 64 are served; every other one is closed, told why while there
     // is room for refusals (as many as are served), unanswered past that.
@@ -471,6 +494,71 @@ describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worke
     const { code, stats } = await stop();
     expect(code).toBe(0);
     expect(stats.prepared).toBe(7);
+  });
+
+  it("takes a key's bytes in parts: a 1 MiB key is served; a 65 KiB line, parts past MAX_REQUEST_BYTES, a line of another request before the last part, a part without base64 are refused, the connection closed", async () => {
+    const { sendLines } = await start(64 << 20);
+    const socketPath = join(tmpdir(), `${name}.sock`);
+    table = openLeaseTable({ name, role: 'consumer', implementation: 'native' });
+    const { MAX_LINE_BYTES, MAX_REQUEST_BYTES } = SOCKET_LIMITS;
+    expect(MAX_LINE_BYTES).toBe(64 << 10);
+    /** What the worker answers `text` with: one line, then it closes the connection. */
+    const refusal = async (text: string): Promise<any> => {
+      const c = rawClient(socketPath);
+      await c.connected;
+      c.socket.write(text);
+      await c.closed;
+      expect(c.lines).toHaveLength(1);
+      return JSON.parse(c.lines[0]!);
+    };
+
+    // A key of 1 MiB (262,144 tokens), in the demo's parts, each line within the limit.
+    const mib = keyMadeBy(artifactKey, 50, 262_144);
+    expect(mib.key.toBytes().length).toBeGreaterThanOrEqual(1 << 20);
+    const lines: string = requestLines('mib', mib.key.hex, mib.keyBytes);
+    expect(lines.split('\n').length).toBeGreaterThan(20);
+    for (const line of lines.split('\n')) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(MAX_LINE_BYTES);
+    expect(await sendLines(lines)).toMatchObject({ id: 'mib', ok: true });
+    const lease = table.tryPin(mib.key);
+    if (lease.kind !== 'lease') throw new Error(`expected a hit, got ${lease.reason}`);
+    expect(readArenaRecord({ tableName: name, key: mib.key, meta: lease.meta }).kind).toBe('record');
+    lease.close();
+    // Parts cut anywhere, not only at a multiple of 4 base64 characters, make the same bytes.
+    const k = keyOf(51);
+    const cut = (id: string, at: number) => [
+      { id, keyHex: k.key.hex, keyBytes: k.keyBytes.slice(0, at), more: true },
+      { id, keyHex: k.key.hex, keyBytes: k.keyBytes.slice(at) },
+    ].map((line) => JSON.stringify(line) + '\n').join('');
+    expect(await sendLines(cut('cut', 4_099))).toMatchObject({ id: 'cut', ok: true });
+
+    // The same 1 MiB key in one line; a 65 KiB line; one byte over the limit. A line of the limit is read.
+    expect(await refusal(JSON.stringify({ id: 'one-line', keyHex: mib.key.hex, keyBytes: mib.keyBytes }) + '\n')).toEqual({ ok: false, error: TOO_LONG });
+    const lineOf = (bytes: number) => `{"id":"${'i'.repeat(bytes - 9)}"}\n`;
+    expect(await refusal(lineOf(65 << 10))).toEqual({ ok: false, error: TOO_LONG });
+    expect(await refusal(lineOf(MAX_LINE_BYTES + 1))).toEqual({ ok: false, error: TOO_LONG });
+    expect(await sendLines(lineOf(MAX_LINE_BYTES))).toMatchObject({ id: 'i'.repeat(MAX_LINE_BYTES - 9), ok: false, error: expect.stringMatching(/no keyBytes/) });
+
+    // Parts of MAX_REQUEST_BYTES in all are taken (these are no key); one byte more is refused.
+    expect(await sendLines(requestLines('most', k.key.hex, 'A'.repeat(MAX_REQUEST_BYTES)))).toMatchObject({ id: 'most', ok: false, error: expect.stringMatching(/^ERR_INVALID_KEY: /) });
+    expect(await refusal(requestLines('over', k.key.hex, 'A'.repeat(MAX_REQUEST_BYTES + 1)))).toEqual({ id: 'over', ok: false, error: `request keyBytes longer than ${MAX_REQUEST_BYTES} bytes; connection closed` });
+
+    // A line of another id or keyHex before the last part abandons the request; so does a part
+    // that is not base64.
+    const part = (fields: object) => JSON.stringify({ id: 'a', keyHex: k.key.hex, keyBytes: k.keyBytes.slice(0, 100), more: true, ...fields }) + '\n';
+    expect(await refusal(part({}) + JSON.stringify({ id: 'b', keyHex: k.key.hex, keyBytes: k.keyBytes.slice(100) }) + '\n')).toEqual({ id: 'a', ok: false, error: `request "a" abandoned: a line for id "b", keyHex "${k.key.hex}" came before its last part; connection closed` });
+    expect(await refusal(part({}) + part({ keyHex: '0'.repeat(64) }))).toMatchObject({ id: 'a', ok: false, error: expect.stringMatching(/^request "a" abandoned: a line for id "a", keyHex "0{64}"/) });
+    expect(await refusal(part({}) + '{}\n')).toMatchObject({ id: 'a', ok: false, error: expect.stringMatching(/^request "a" abandoned: a line for id undefined/) });
+    expect(await refusal(part({ keyBytes: undefined }))).toEqual({ id: 'a', ok: false, error: 'a part of a request has no keyBytes (a string of base64); connection closed' });
+    expect(await refusal(part({}) + part({ keyBytes: 'not base64!' }))).toMatchObject({ id: 'a', ok: false, error: expect.stringMatching(/no keyBytes/) });
+    // The key those refusals named is still the one published before them.
+    const still = table.tryPin(k.key);
+    if (still.kind !== 'lease') throw new Error(`expected a hit, got ${still.reason}`);
+    expect(readArenaRecord({ tableName: name, key: k.key, meta: still.meta }).kind).toBe('record');
+    still.close();
+
+    const { code, stats } = await stop();
+    expect(code).toBe(0);
+    expect(stats.prepared).toBe(2);
   });
 
   it('refuses an existing arena directory that others may write, a symbolic link, or one of another owner, and leaves it and no table behind', async () => {

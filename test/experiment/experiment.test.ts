@@ -292,6 +292,62 @@ describe('experiment: cost model and links', () => {
     expect(ends[2]![1]).toBeCloseTo(ends[1]![1], 12);
     expect(link.bytes).toBeCloseTo(210, 6);
   });
+
+  /** Runs `q` to the end, throwing past `most` events: a timer set again at the same time forever is a failure, not a hang. */
+  const runBounded = (q: EventQueue, most = 100_000): void => {
+    let events = 0;
+    q.run(() => {
+      if (++events > most) throw new Error(`still running at t = ${q.now} s after ${most} events`);
+    });
+  };
+
+  it('a transfer late in a replay completes, though its last bytes take less time than the clock can step (t = 1e6 s and 2^20 s)', () => {
+    // At t = 2^20 s the clock steps by 2^-32 s, 23 bytes' time at 100 GB/s: a remainder of a few
+    // bytes would be due at the same `now` again and again.
+    for (const [start, rate, size] of [[1e6, 96e9, 1e9], [1e6, 100e9, 1e9 + 2], [2 ** 20, 100e9, 7e8 + 5]] as const) {
+      const q = new EventQueue();
+      const net = new Network(q);
+      const link = net.link('l', rate);
+      let ended = NaN;
+      q.at(start, () => net.transfer(size, [link], Infinity, () => (ended = q.now)));
+      runBounded(q);
+      expect(ended).toBeCloseTo(start + size / rate, 6);
+      // What it moved is its size, less at most the bytes of the few clock steps it may end early by.
+      expect(Math.abs(link.bytes - size)).toBeLessThanOrEqual(1 + rate * ended * 2 ** -50);
+    }
+  });
+
+  it('transfers sharing links at any time up to 2^40 s all complete, each once, none before its bytes could have moved', () => {
+    fc.assert(
+      fc.property(
+        fc.double({ min: 0, max: 2 ** 40, noNaN: true }),
+        fc.array(fc.record({ delay: fc.double({ min: 0, max: 1, noNaN: true }), bytes: fc.integer({ min: 1, max: 2 ** 40 }), path: fc.integer({ min: 0, max: 2 }), cap: fc.constantFrom(Infinity, 6e9, 1e3) }), { minLength: 1, maxLength: 20 }),
+        (start, transfers) => {
+          const q = new EventQueue();
+          const net = new Network(q);
+          const a = net.link('a', 96e9);
+          const b = net.link('b', 50e9);
+          const paths = [[a], [b], [a, b]];
+          const begun = transfers.map(() => NaN);
+          const ends = transfers.map(() => [] as number[]);
+          transfers.forEach((t, i) => q.at(start + t.delay, () => {
+            begun[i] = q.now;
+            net.transfer(t.bytes, paths[t.path]!, t.cap, () => ends[i]!.push(q.now));
+          }));
+          runBounded(q);
+          transfers.forEach((t, i) => {
+            expect(ends[i]).toHaveLength(1);
+            // Never sooner than its bytes take at its cap or its slowest link alone, less the last
+            // byte and the few steps of the clock a remainder is allowed to be early by.
+            const alone = Math.min(t.cap, ...paths[t.path]!.map((l) => l.bytesPerSec));
+            const end = ends[i]![0]!;
+            expect(end - begun[i]!).toBeGreaterThanOrEqual((t.bytes - 1) / alone - end * 2 ** -48);
+          });
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
 });
 
 describe('experiment: the Mooncake importer', () => {
