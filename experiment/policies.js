@@ -3,7 +3,9 @@
 // coordinator, and how the coordinator and its storage worker are configured. docs/experiment.md
 // § Policies defines each one in words.
 //
-//   retain(w, ctx)   keep the wait's KV on the GPU for `retainSeconds` (the oracle: until the wake)
+//   runtime          how it plays the events (sim/runtimes.js): rules (the default: retain and
+//                    prepare below), 'oracle-jit' or 'planner' (the package's PausePlanner)
+//   retain(w, ctx)   keep the wait's KV on the GPU for `retainSeconds`
 //   prepare(w, ctx)  call onWait for it (otherwise the wake goes straight to the engine's lookup)
 //   maxInFlight      the coordinator's option (1 is the design note's policy)
 //   keys             'shared': a wait's key is its context's; 'per-wait': every wait its own key
@@ -34,7 +36,7 @@ export const POLICIES = Object.freeze([
   { name: 'class-aware-1', description: 'FIFO/1, admitting only waits whose tool class\'s median wait is longer than the wait\'s own unit', retain: nothing, prepare: longerThanItsUnit, maxInFlight: 1 },
   { name: 'class-aware-4', description: 'the same admission, 4 units in flight', retain: nothing, prepare: longerThanItsUnit, maxInFlight: 4 },
   { name: 'keep-10s+class-aware-4', description: 'the classes class-aware leaves out are kept on the GPU for 10 s; the others prepared, 4 in flight', retainSeconds: 10, retain: (w, ctx) => !longerThanItsUnit(w, ctx), prepare: longerThanItsUnit, maxInFlight: 4 },
-  { name: 'oracle', description: 'knows each wait\'s true length and the tier\'s free bandwidth: keeps on the GPU, until the wake, the waits too short to prepare, and prepares exactly those whose unit can finish before the wake (a greedy bound, not a proven optimum)', oracle: true },
+  { name: 'oracle-jit', description: 'the bound: knows every wake; hands each wait that lasts at least twice its unit to the coordinator that long before its wake (units finish just before they are needed, within the arena, the pool and the links; the worker evicts what is needed last first), and keeps the shorter ones on the GPU until their wake, the soonest at the highest priority', runtime: 'oracle-jit', bound: true },
 ]);
 
 /** The policies `names` picks (all when null), in report order; an unknown name is an error. */
