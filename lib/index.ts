@@ -65,6 +65,7 @@ export {
 } from './arena-record.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type TicketForm, type IssuedWorkUnit, type IssuedWorkTicket } from './coordinator.js';
 export { InMemoryBackend } from './memory-backend.js';
+export * from './planner/index.js';
 export type { MissReason } from './miss-reasons.js';
 export {
   PreparationDriver,
