@@ -13,7 +13,11 @@
 //   historyLimit     the coordinator's; 0 keeps no completed history to reuse
 //   window           budget window: units start only while this window's bytes are under budget
 
-/** What every wait is, to the policies that look at classes: its class's median wait against its own unit. */
+/**
+ * What every wait is, to the policies that look at classes: its class's median wait against its
+ * own unit. The median is learned from the waits of that class that have ended so far (a class
+ * nothing has been learned of yet counts as long: it is prepared).
+ */
 function longerThanItsUnit(w, ctx) {
   return ctx.classMedian(w.tool) > ctx.unitSeconds(w);
 }
@@ -33,9 +37,11 @@ export const POLICIES = Object.freeze([
   { name: 'fifo-2', description: 'FIFO, dedup, 2 units in flight', retain: nothing, prepare: all, maxInFlight: 2 },
   { name: 'fifo-4', description: 'FIFO, dedup, 4 units in flight', retain: nothing, prepare: all, maxInFlight: 4 },
   { name: 'fifo-8', description: 'FIFO, dedup, 8 units in flight', retain: nothing, prepare: all, maxInFlight: 8 },
-  { name: 'class-aware-1', description: 'FIFO/1, admitting only waits whose tool class\'s median wait is longer than the wait\'s own unit', retain: nothing, prepare: longerThanItsUnit, maxInFlight: 1 },
+  { name: 'class-aware-1', description: 'FIFO/1, admitting only waits whose tool class\'s median wait (learned from the waits that ended) is longer than the wait\'s own unit', retain: nothing, prepare: longerThanItsUnit, maxInFlight: 1 },
   { name: 'class-aware-4', description: 'the same admission, 4 units in flight', retain: nothing, prepare: longerThanItsUnit, maxInFlight: 4 },
   { name: 'keep-10s+class-aware-4', description: 'the classes class-aware leaves out are kept on the GPU for 10 s; the others prepared, 4 in flight', retainSeconds: 10, retain: (w, ctx) => !longerThanItsUnit(w, ctx), prepare: longerThanItsUnit, maxInFlight: 4 },
+  { name: 'keep-hazard', description: 'the planner\'s retention alone (lib/planner, no arena or pool): every wait kept on the GPU at a priority that is its hazard, P(it ends within 10 s | its age), learned online per class; lowest dropped first', runtime: 'planner', prepares: false },
+  { name: 'planner', description: 'the package\'s PausePlanner (lib/planner) as an orchestrator runs it: retention by hazard, preparation of the likely-long waits not kept, ranked by hazard, within the arena or pool, units in flight from the tier over one unit, its eviction order', runtime: 'planner', prepares: true },
   { name: 'oracle-jit', description: 'the bound: knows every wake; hands each wait that lasts at least twice its unit to the coordinator that long before its wake (units finish just before they are needed, within the arena, the pool and the links; the worker evicts what is needed last first), and keeps the shorter ones on the GPU until their wake, the soonest at the highest priority', runtime: 'oracle-jit', bound: true },
 ]);
 

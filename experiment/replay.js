@@ -12,13 +12,14 @@
 // This file builds the replay's context (`sim`), wires the parts and runs the queue.
 //
 // The replay is open-loop: a wake's latency does not move the trace's later events.
-import { artifactKey, WaitCoordinator } from 'waitprep';
+import { artifactKey, WaitCoordinator, WaitLengthStats } from 'waitprep';
 import { EventQueue, Network } from './clock.js';
 import { checkWait, micro, newCounters, summarize } from './sim/accounting.js';
 import { onCancel, onFirstTurn, onWait, onWake } from './sim/events.js';
 import { Gpus } from './sim/gpu.js';
 import { OriginalPath } from './sim/original-path.js';
 import { oracleJitRuntime, ruleRuntime } from './sim/runtimes.js';
+import { plannerRuntime } from './sim/planner-runtime.js';
 import { Storage } from './sim/storage.js';
 
 export { BUCKETS, CAUSES } from './sim/accounting.js';
@@ -94,6 +95,7 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
     open: new Map(),
     turnOf: new Map(),
     turnSeconds: shape.turnSeconds,
+    lastT: trace.events.length > 0 ? trace.events[trace.events.length - 1].t : 0,
     bytesOfKey: new Map(),
     waits: null,
     gpus: null,
@@ -112,7 +114,15 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
   const moveBytes = (w) => Math.max(0, w.tokens - (preset.sharedPrefixResident ? w.sharedTokens : 0)) * preset.kvBytesPerToken;
   const unitRate = Math.min(preset.perUnitBytesPerSec, preset.sourceBytesPerSec, device ? preset.h2dBytesPerSecPerEngine : Infinity);
   sim.unitSeconds = (w) => preset.unitOverheadSec + w.bytes / unitRate;
-  sim.policyContext = { classMedian: (tool) => trace.classMedians.get(tool) ?? 0, unitSeconds: sim.unitSeconds };
+  // Class-aware policies read each class's median from waits that have ended, learned as they end.
+  const learned = new WaitLengthStats();
+  sim.policyContext = {
+    classMedian: (tool) => learned.median(learned.classOf(tool)),
+    unitSeconds: sim.unitSeconds,
+    observe: (w, outcome) => {
+      if (outcome === 'wake') learned.observe(learned.classOf(w.tool), w.end - w.start);
+    },
+  };
 
   // ---- keys ---------------------------------------------------------------------------------
   const perWait = policy.keys === 'per-wait';
@@ -134,7 +144,9 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
   sim.gpus = new Gpus(sim, sharedResident * preset.kvBytesPerToken);
   sim.storage = new Storage(sim);
   sim.original = new OriginalPath(sim);
-  sim.runtime = policy.runtime === 'oracle-jit' ? oracleJitRuntime(sim) : ruleRuntime(sim);
+  sim.runtime = policy.runtime === 'oracle-jit' ? oracleJitRuntime(sim)
+    : policy.runtime === 'planner' ? plannerRuntime(sim, { prepares: policy.prepares })
+    : ruleRuntime(sim);
   sim.coordinator = new WaitCoordinator({
     backend: sim.storage.backend,
     maxQueued: policy.maxQueued ?? 256,
@@ -162,7 +174,7 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
   const handlers = { wait: (w) => onWait(sim, w), wake: (w) => onWake(sim, w), cancel: (w) => onCancel(sim, w) };
   for (const i of shape.first) q.at(Math.max(0, waits[i].start - sim.turnSeconds), (w) => onFirstTurn(sim, w), waits[i]);
   for (const event of trace.events) q.at(event.t, handlers[event.kind], waits[event.wait]);
-  const lastT = trace.events.length > 0 ? trace.events[trace.events.length - 1].t : 0;
+  const { lastT } = sim;
   const sample = () => {
     const { retained, running } = sim.gpus.totals();
     const storage = sim.storage;

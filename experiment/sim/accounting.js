@@ -29,19 +29,23 @@ export const micro = (x) => Math.round(x * 1e6) / 1e6;
 export function newCounters() {
   return {
     units: { issued: 0, completed: 0, alreadyReady: 0, aborted: 0, failed: 0, bytes: 0, ioSeconds: 0 },
-    wasted: { units: 0, bytes: 0, ioSeconds: 0 },
+    wasted: { units: 0, bytes: 0, ioSeconds: 0, bytesBy: { aborted: 0, evicted: 0, unused: 0 } },
     evictions: { arena: 0, arenaBytes: 0, forgetApplied: 0, forgetRefused: 0, retention: 0, retentionBytes: 0 },
     lookups: { coordinator: 0, direct: 0 },
     turns: { started: 0, queued: 0, queuedSeconds: 0, cutShort: 0 },
   };
 }
 
-/** Counts `unit` as wasted once, unless a hit used it. */
-export function wasteOf(counters, unit) {
+/**
+ * Counts `unit` as wasted once, unless a hit used it. `why`: 'aborted' (stopped part-way, every
+ * consumer gone), 'evicted' (ready, evicted before any hit), 'unused' (still resident at the end).
+ */
+export function wasteOf(counters, unit, why) {
   if (unit.used || unit.wasted) return;
   unit.wasted = true;
   counters.wasted.units++;
   counters.wasted.bytes += unit.moved;
+  counters.wasted.bytesBy[why] += unit.moved;
   counters.wasted.ioSeconds += unit.ioSeconds;
 }
 
@@ -162,7 +166,7 @@ export function summarize(sim) {
     tools: Object.fromEntries([...tools].sort((a, b) => (a[0] < b[0] ? -1 : 1))),
     latency: { count: sorted.length, mean: micro(sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length)), p50: q(0.5), p95: q(0.95), p99: q(0.99), max: q(1), cdf },
     units: { ...counters.units, ioSeconds: micro(counters.units.ioSeconds) },
-    wasted: { ...counters.wasted, ioSeconds: micro(counters.wasted.ioSeconds) },
+    wasted: { ...counters.wasted, bytesBy: { ...counters.wasted.bytesBy }, ioSeconds: micro(counters.wasted.ioSeconds) },
     evictions: counters.evictions,
     lookups: counters.lookups,
     turns: { ...counters.turns, queuedSeconds: micro(counters.turns.queuedSeconds) },

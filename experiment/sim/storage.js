@@ -218,7 +218,7 @@ export class Storage {
         store.used -= bytes;
         counters.units.aborted++;
         this.lastAborted.set(id, q.now);
-        wasteOf(counters, unit);
+        wasteOf(counters, unit, 'aborted');
         this.coordinator.complete(work, { ok: false, error: new Error('aborted: every consumer left') });
       }
       this.pump();
@@ -289,7 +289,7 @@ export class Storage {
     counters.evictions.arena++;
     counters.evictions.arenaBytes += entry.bytes;
     this.lastEvicted.set(entry.id, sim.q.now);
-    wasteOf(counters, entry.unit);
+    wasteOf(counters, entry.unit, 'evicted');
     // Completed history must not outlive the bytes.
     if (this.coordinator.forget(entry.key)) counters.evictions.forgetApplied++;
     else counters.evictions.forgetRefused++;
@@ -298,6 +298,6 @@ export class Storage {
 
   /** At the end: what is still resident and never used is wasted. */
   finish() {
-    for (const store of [this.arena, ...this.devicePools]) for (const entry of store.entries.values()) wasteOf(this.sim.counters, entry.unit);
+    for (const store of [this.arena, ...this.devicePools]) for (const entry of store.entries.values()) wasteOf(this.sim.counters, entry.unit, 'unused');
   }
 }

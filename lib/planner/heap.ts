@@ -2,19 +2,20 @@
 // one can be removed or re-keyed in O(log n) without a search. The planner keeps each engine's
 // retained pauses in one, lowest score on top: the pause to give up first when room runs out.
 
-/** What the heap holds: a score (lower comes first), a tie-breaking sequence, its position. */
+/** What the heap holds: a tie-breaking sequence and its position; the key is the heap's to read. */
 export interface HeapItem {
-  score: number;
   seq: number;
   heapIndex: number;
 }
 
-function before(a: HeapItem, b: HeapItem): boolean {
-  return a.score < b.score || (a.score === b.score && a.seq < b.seq);
-}
-
 export class IndexedMinHeap<T extends HeapItem> {
   readonly #items: T[] = [];
+  readonly #key: (item: T) => number;
+
+  /** `key`: lower comes first; ties go to the lower `seq`. */
+  constructor(key: (item: T) => number) {
+    this.#key = key;
+  }
 
   get size(): number {
     return this.#items.length;
@@ -49,13 +50,19 @@ export class IndexedMinHeap<T extends HeapItem> {
     for (let i = (this.#items.length >> 1) - 1; i >= 0; i--) this.#down(i);
   }
 
+  #before(a: T, b: T): boolean {
+    const ka = this.#key(a);
+    const kb = this.#key(b);
+    return ka < kb || (ka === kb && a.seq < b.seq);
+  }
+
   #up(i: number): void {
     const items = this.#items;
     const item = items[i]!;
     while (i > 0) {
       const parent = (i - 1) >> 1;
       const p = items[parent]!;
-      if (!before(item, p)) break;
+      if (!this.#before(item, p)) break;
       items[i] = p;
       p.heapIndex = i;
       i = parent;
@@ -72,9 +79,9 @@ export class IndexedMinHeap<T extends HeapItem> {
       const l = 2 * i + 1;
       if (l >= n) break;
       const r = l + 1;
-      const c = r < n && before(items[r]!, items[l]!) ? r : l;
+      const c = r < n && this.#before(items[r]!, items[l]!) ? r : l;
       const child = items[c]!;
-      if (!before(child, item)) break;
+      if (!this.#before(child, item)) break;
       items[i] = child;
       child.heapIndex = i;
       i = c;

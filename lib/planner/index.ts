@@ -5,6 +5,7 @@ export {
   type PausePlannerStats,
   type PauseStart,
   type PausePlan,
+  type DropResult,
   type PauseAction,
   type PauseHandle,
   type PlannerBudgets,

@@ -51,8 +51,21 @@ export interface PausePlannerOptions<Ticket> {
   horizonSeconds?: number;
   /** Prepare a pause only when P(it lasts one unit longer | its age) is at least this. Default 0.5. */
   prepareThreshold?: number;
-  /** A prepared pause keeps its place until a newcomer's hazard beats its own this many times. Default 1.25. */
+  /** Prepare a pause only once its hazard is at least this (a pause unlikely to end soon waits). Default 0. */
+  minScore?: number;
+  /**
+   * An admitted pause keeps its place until a newcomer's score beats its own this many times
+   * (squared once its unit has had time to move its bytes). Default 2.
+   */
   hysteresis?: number;
+  /**
+   * A pause's preparation score is its hazard times (mean pause bytes / its bytes) to this power,
+   * at most 1: 0 ranks by hazard alone, 1 by hazard per byte. Smaller contexts first fit more
+   * pauses in the same arena (more hits) at some cost to the bytes-weighted hit rate. Keeping KV
+   * on the GPU ranks by hazard alone: weighting it too left the misses to the largest contexts
+   * and raised the tail. Default 0.5.
+   */
+  bytesExponent?: number;
   /** Fixed seconds of a unit beyond its bytes (submit, checksum, publish). Default 0.002. */
   unitOverheadSeconds?: number;
   /** Most pauses open at once; past it a pause gets no plan (counted). Default 100,000. */
@@ -61,6 +74,11 @@ export interface PausePlannerOptions<Ticket> {
   maxEngines?: number;
   /** The most units in flight it asks for. Default 64. */
   maxUnitsInFlight?: number;
+  /**
+   * The share of the tier's bandwidth its units in flight may fill, leaving the rest to misses'
+   * foreground loads, which preparation traffic would slow (and with them the tail). Default 0.25.
+   */
+  tierShare?: number;
   /** The statistics it learns into (share one across planners, or keep it across restarts). Default a new one. */
   statistics?: WaitLengthStats;
   /** Clock in milliseconds. Default performance.now. */
@@ -112,7 +130,12 @@ export interface PauseHandle {
   readonly admitted: boolean;
   /** Still open (not woken, cancelled or replaced). */
   readonly open: boolean;
-  /** P(it ends within the horizon | its age), as last computed. */
+  /** P(it ends within the horizon | its age), as last computed: what keeping it is ranked by. */
+  readonly hazard: number;
+  /**
+   * Its hazard weighted by its size (`bytesExponent`), at most 1: what preparing it and its
+   * artifact's eviction value are ranked by.
+   */
   readonly score: number;
 }
 
@@ -125,6 +148,16 @@ export interface PausePlan {
   readonly hint: RetentionHint | null;
   /** Retained pauses given up to make room for this one: tell the engine their KV may go. */
   readonly released: readonly PauseHandle[];
+  /** Admitted pauses withdrawn (onCancel) to make room in the arena or a pool for a likelier one. */
+  readonly withdrawn: readonly PauseHandle[];
+}
+
+/** What `retentionDropped` did. */
+export interface DropResult {
+  /** What the pause gets now: 'prepare' if it was admitted at once, else 'none'. */
+  readonly action: PauseAction;
+  /** Admitted pauses withdrawn to make room for it. */
+  readonly withdrawn: readonly PauseHandle[];
 }
 
 /** What `replan` did. */
@@ -165,29 +198,56 @@ export interface PausePlannerStats {
 }
 
 const OPTION_NAMES = new Set([
-  'coordinator', 'budgets', 'links', 'horizonSeconds', 'prepareThreshold', 'hysteresis', 'unitOverheadSeconds', 'maxPauses', 'maxEngines',
-  'maxUnitsInFlight', 'statistics', 'now',
+  'coordinator', 'budgets', 'links', 'horizonSeconds', 'prepareThreshold', 'minScore', 'hysteresis', 'bytesExponent', 'unitOverheadSeconds', 'maxPauses', 'maxEngines',
+  'maxUnitsInFlight', 'tierShare', 'statistics', 'now',
 ]);
 const NONE: readonly PauseHandle[] = Object.freeze([]);
 const RELEASE: RetentionHint = Object.freeze({ keep: false, priority: 0, ttlSeconds: null });
 /** The longest TTL a hint asks for: past it the next replan renews it anyway. */
 const MAX_TTL_SECONDS = 3600;
+/** Pauses over which the mean pause size (the bytes weighting's scale) is averaged. */
+const MEAN_BYTES_WINDOW = 256;
+/** How much one replan moves a pool's averaged marginal score: about the last 20 replans count. */
+const CUTOFF_WEIGHT = 0.05;
 /** Below this a score is a tie: sort keys keep 2^24 levels of it. */
 const SCORE_LEVELS = 2 ** 24;
 
 /**
- * The units in flight that fill the tier: its bandwidth over one unit's, at least 1, at most
- * `max`. A WaitCoordinator's `maxInFlight` and a PreparationDriver's take it.
+ * The units in flight that fill `share` of the tier: that share of its bandwidth over one unit's,
+ * at least 1, at most `max`. A WaitCoordinator's `maxInFlight` and a PreparationDriver's take
+ * it. The rest of the tier is left to the engines' own loads (a miss's foreground path), which
+ * preparation would otherwise slow down.
  */
-export function plannedUnitsInFlight(links: PlannerLinks, max = 64): number {
-  return Math.max(1, Math.min(max, Math.ceil(links.tierBytesPerSec / links.unitBytesPerSec)));
+export function plannedUnitsInFlight(links: PlannerLinks, max = 64, share = 1): number {
+  return Math.max(1, Math.min(max, Math.floor((share * links.tierBytesPerSec) / links.unitBytesPerSec)));
+}
+
+/** Where admitted pauses' artifacts go: the host arena, or one engine's device pool. */
+const byScore = (p: Pause): number => p.score;
+const byHazard = (p: Pause): number => p.hazard;
+
+class AdmitPool {
+  bytes = 0;
+  /**
+   * The pool's marginal score, averaged over recent replans: the lowest score a replan would
+   * choose into it when candidates are left out for room, 0 when everything fits. A pause not
+   * admitted yet is admitted only at or above it: under pressure a pause unlikely to end soon
+   * waits for its hazard to rise rather than be prepared now and displaced later (wasted work).
+   */
+  cutoff = 0;
+  /** Scratch of a replan: bytes chosen, lowest chosen score, whether a candidate was left out. */
+  chosenBytes = 0;
+  chosenLowest = Infinity;
+  full = false;
+  /** Admitted pauses, lowest score on top: the first to withdraw for a likelier newcomer. */
+  readonly admitted = new IndexedMinHeap<Pause>(byScore);
 }
 
 /** One engine's pauses as the planner sees them. */
 class EngineState {
   retainedBytes = 0;
-  poolBytes = 0;
-  readonly retained = new IndexedMinHeap<Pause>();
+  readonly retained = new IndexedMinHeap<Pause>(byHazard);
+  readonly pool = new AdmitPool();
 }
 
 class Pause implements PauseHandle {
@@ -205,11 +265,17 @@ class Pause implements PauseHandle {
   retained = false;
   level = 0;
   ticket: unknown = undefined;
+  /** When it was last admitted (ms): after about one unit its bytes are moved, a sunk cost. */
+  admittedAt = 0;
   wasAdmitted = false;
   open = true;
+  hazard = 0;
   score = 0;
   eligible = false;
-  /** Position among open pauses, and in its engine's retained heap. */
+  /**
+   * Position among open pauses, and in its engine's retained heap or its pool's admitted heap
+   * (never both: a kept pause is not admitted).
+   */
   index = -1;
   heapIndex = -1;
   seq: number;
@@ -247,18 +313,22 @@ function positive(field: string, value: unknown, allowZero = false): number {
 
 /**
  * Decides keep, prepare or neither for every pause, from online per-class statistics of how
- * long pauses last:
+ * long pauses last. A pause's hazard is P(it ends within `horizonSeconds` | its age); its score
+ * is that hazard weighted towards smaller contexts (`bytesExponent`):
  *
  * - **keep** (GPU retention, no fixed TTL): every pause asks to keep its KV, at a priority that
- *   is its hazard, P(it ends within `horizonSeconds` | its age); when an engine's retention
- *   budget is full, the retained pause least likely to end soon is given up (`released`), and
- *   the engine's own priority eviction (fed by the hints) drops more when turns need room;
+ *   is its hazard; when an engine's retention budget is full, the kept pause least likely to end
+ *   soon is given up (`released`), and the engine's own priority eviction (fed by the hints)
+ *   drops more when turns need room (`retentionDropped` tells the planner);
  * - **prepare**: among open pauses not kept, those likely to outlast one unit
- *   (P(remaining > unit) >= `prepareThreshold`), ranked by hazard, the top ones that fit the
- *   arena (or the engine's device pool) are admitted (`onWait`); one that falls out of that set is
- *   withdrawn (`onCancel`) only when a newcomer beats it by `hysteresis`, and its bytes go only
- *   as the storage worker needs room (`evictionValue`);
- * - it asks for `unitsInFlight` units at once: the tier's bandwidth over one unit's.
+ *   (P(remaining > unit) >= `prepareThreshold`), ranked by score, the top ones that fit the arena
+ *   (or the engine's device pool) are admitted (`onWait`); a pause not admitted yet must also
+ *   reach its pool's recent marginal score, so that under pressure a pause unlikely to end soon
+ *   waits for its hazard to rise instead of being prepared and displaced; an admitted pause is
+ *   withdrawn (`onCancel`) only when a newcomer beats it by `hysteresis` (squared once its unit
+ *   has moved its bytes), and its bytes go only as the storage worker needs room
+ *   (`evictionValue`);
+ * - it asks for `unitsInFlight` units at once: `tierShare` of the tier's bandwidth over one unit's.
  *
  * Call `begin` at each pause's start, `wake` or `cancel` at its end, `retentionDropped` when the
  * engine reports it dropped a kept pause's KV, `evicted` when the storage worker evicts an
@@ -272,7 +342,11 @@ export class PausePlanner<Ticket = unknown> {
   readonly #now: () => number;
   readonly #horizon: number;
   readonly #threshold: number;
+  readonly #minScore: number;
   readonly #hysteresis: number;
+  readonly #bytesExponent: number;
+  /** Mean bytes of the pauses begun, the scale of the bytes weighting. */
+  #meanBytes = 0;
   readonly #overhead: number;
   readonly #unitRate: number;
   readonly #retainBudget: number;
@@ -288,7 +362,9 @@ export class PausePlanner<Ticket = unknown> {
   /** Open pauses, dense (a removal swaps the last one in). */
   #open: Pause[] = [];
   #seq = 0;
-  #arenaBytes = 0;
+  readonly #arena = new AdmitPool();
+  /** Pauses withdrawn during the call under way, for its result. */
+  #withdrawnNow: PauseHandle[] | null = null;
   /** Sort keys of a replan, reused. */
   #keys = new Float64Array(1024);
   readonly #counters = {
@@ -313,16 +389,24 @@ export class PausePlanner<Ticket = unknown> {
     this.#unitRate = Math.min(tier, positive('links.unitBytesPerSec', links.unitBytesPerSec));
     const maxUnits = options.maxUnitsInFlight ?? 64;
     if (!Number.isSafeInteger(maxUnits) || maxUnits < 1 || maxUnits > 1024) throw invalidArgument('maxUnitsInFlight', 'an integer in [1, 1024]', maxUnits);
-    this.#unitsInFlight = plannedUnitsInFlight(links, maxUnits);
+    const share = options.tierShare ?? 0.25;
+    if (typeof share !== 'number' || !(share > 0 && share <= 1)) throw invalidArgument('tierShare', 'a number in (0, 1]', share);
+    this.#unitsInFlight = plannedUnitsInFlight(links, maxUnits, share);
     // Staging of the units in flight comes out of the arena first.
     this.#arenaBudget = Math.max(0, positive('budgets.arenaBytes', budgets.arenaBytes, true) - this.#unitsInFlight * staging);
     this.#horizon = positive('horizonSeconds', options.horizonSeconds ?? 10);
     const threshold = options.prepareThreshold ?? 0.5;
     if (typeof threshold !== 'number' || !(threshold >= 0 && threshold <= 1)) throw invalidArgument('prepareThreshold', 'a number in [0, 1]', threshold);
     this.#threshold = threshold;
-    const hysteresis = options.hysteresis ?? 1.25;
+    const minScore = options.minScore ?? 0;
+    if (typeof minScore !== 'number' || !(minScore >= 0 && minScore <= 1)) throw invalidArgument('minScore', 'a number in [0, 1]', minScore);
+    this.#minScore = minScore;
+    const hysteresis = options.hysteresis ?? 2;
     if (typeof hysteresis !== 'number' || !(hysteresis >= 1) || !Number.isFinite(hysteresis)) throw invalidArgument('hysteresis', 'a finite number >= 1', hysteresis);
     this.#hysteresis = hysteresis;
+    const bytesExponent = options.bytesExponent ?? 0.5;
+    if (typeof bytesExponent !== 'number' || !(bytesExponent >= 0 && bytesExponent <= 2)) throw invalidArgument('bytesExponent', 'a number in [0, 2]', bytesExponent);
+    this.#bytesExponent = bytesExponent;
     this.#overhead = positive('unitOverheadSeconds', options.unitOverheadSeconds ?? 0.002, true);
     const maxPauses = options.maxPauses ?? 100_000;
     if (!Number.isSafeInteger(maxPauses) || maxPauses < 1 || maxPauses > 2 ** 24) throw invalidArgument('maxPauses', 'an integer in [1, 2^24]', maxPauses);
@@ -336,7 +420,7 @@ export class PausePlanner<Ticket = unknown> {
     this.#now = options.now ?? (() => performance.now());
   }
 
-  /** Units in flight to ask of the coordinator (`maxInFlight`) and the driver: the tier over one unit. */
+  /** Units in flight to ask of the coordinator (`maxInFlight`) and the driver: `tierShare` of the tier over one unit. */
   get unitsInFlight(): number {
     return this.#unitsInFlight;
   }
@@ -378,9 +462,11 @@ export class PausePlanner<Ticket = unknown> {
     if (this.#open.length >= this.#maxPauses) {
       this.#counters.overflows++;
       cancelOld();
-      return { pause: null, action: 'none', hint: null, released: NONE };
+      return { pause: null, action: 'none', hint: null, released: NONE, withdrawn: NONE };
     }
+    this.#withdrawnNow = null;
     const unitSeconds = start.unitSeconds ?? this.#overhead + bytes / this.#unitRate;
+    this.#meanBytes = this.#meanBytes === 0 ? Math.max(1, bytes) : this.#meanBytes + (bytes - this.#meanBytes) / MEAN_BYTES_WINDOW;
     const p = new Pause(start, this.#stats.classOf(toolClass), unitSeconds, this.#engineOf(consumer.engine), now, this.#seq++);
     this.#score(p, 0);
     p.index = this.#open.length;
@@ -393,7 +479,7 @@ export class PausePlanner<Ticket = unknown> {
     const engine = p.engine;
     while (engine.retainedBytes + p.bytes > this.#retainBudget) {
       const lowest = engine.retained.peek();
-      if (lowest === undefined || lowest.score >= p.score) break;
+      if (lowest === undefined || lowest.hazard >= p.hazard) break;
       this.#unretain(lowest);
       this.#counters.released++;
       (released ??= []).push(lowest);
@@ -403,11 +489,11 @@ export class PausePlanner<Ticket = unknown> {
       this.#retain(p);
       this.#counters.kept++;
       cancelOld();
-      return { pause: p, action: 'keep', hint: this.#hint(p, 0), released: released ?? NONE };
+      return { pause: p, action: 'keep', hint: this.#hint(p, 0), released: released ?? NONE, withdrawn: this.#takeWithdrawn() };
     }
     const admitted = this.#tryAdmit(p);
     if (!admitted) cancelOld();
-    return { pause: p, action: admitted ? 'prepare' : 'none', hint: null, released: released ?? NONE };
+    return { pause: p, action: admitted ? 'prepare' : 'none', hint: null, released: released ?? NONE, withdrawn: this.#takeWithdrawn() };
   }
 
   /**
@@ -442,33 +528,36 @@ export class PausePlanner<Ticket = unknown> {
 
   /**
    * The engine dropped a kept pause's KV (its own priority eviction, reported by its KV events):
-   * the pause is no longer kept, and is admitted for preparation at once if it qualifies and fits.
-   * Returns what the pause now gets.
+   * the pause is no longer kept, and is admitted for preparation at once if it qualifies and fits
+   * (withdrawing admitted pauses it beats by the hysteresis, if that makes room).
    */
-  retentionDropped(pause: PauseHandle): PauseAction {
+  retentionDropped(pause: PauseHandle): DropResult {
     const p = this.#own(pause);
-    if (p === null || !p.retained) return p === null ? 'none' : p.ticket !== undefined ? 'prepare' : 'none';
+    if (p === null || !p.retained) return { action: p !== null && p.ticket !== undefined ? 'prepare' : 'none', withdrawn: NONE };
     this.#counters.dropped++;
     this.#unretain(p);
     this.#score(p, (this.#now() - p.startedAt) / 1000);
-    return this.#tryAdmit(p) ? 'prepare' : 'none';
+    this.#withdrawnNow = null;
+    const action = this.#tryAdmit(p) ? 'prepare' : 'none';
+    return { action, withdrawn: this.#takeWithdrawn() };
   }
 
   /**
    * The storage worker evicted the artifact of `key`: pauses admitted on it would miss at their
    * wake, so their registrations are cancelled and the key's history forgotten; a later replan
-   * may admit them again (counted as re-preparations).
+   * may admit them again (counted as re-preparations). Returns the pauses withdrawn.
    */
-  evicted(key: ArtifactKey): void {
+  evicted(key: ArtifactKey): readonly PauseHandle[] {
     const at = this.#byKey.get(key.hex);
-    if (at === undefined) return;
-    let any = false;
+    if (at === undefined) return NONE;
+    const withdrawn: PauseHandle[] = [];
     for (const p of Array.isArray(at) ? [...at] : [at]) {
       if (p.ticket === undefined) continue;
-      any = true;
       this.#withdraw(p);
+      withdrawn.push(p);
     }
-    if (any) this.#coordinator.forget(key);
+    if (withdrawn.length > 0) this.#coordinator.forget(key);
+    return withdrawn;
   }
 
   /**
@@ -497,31 +586,51 @@ export class PausePlanner<Ticket = unknown> {
         }
         continue;
       }
-      if (!p.eligible && p.ticket === undefined) continue;
+      if (p.ticket === undefined && (!p.eligible || p.score < this.#minScore)) continue;
       // Descending by score (hysteresis for the admitted), ties by age: key = level, then index.
-      const score = p.ticket !== undefined ? p.score * this.#hysteresis : p.score;
-      keys[candidates++] = Math.floor(Math.min(score, 2) * SCORE_LEVELS) * 2 ** 25 + (2 ** 25 - 1 - i);
+      const score = p.ticket !== undefined ? p.score * this.#protection(p, now) : p.score;
+      keys[candidates++] = Math.floor(Math.min(score, 4) * SCORE_LEVELS) * 2 ** 25 + (2 ** 25 - 1 - i);
     }
-    for (const engine of this.#engines.values()) engine.retained.heapify();
+    for (const engine of this.#engines.values()) {
+      engine.retained.heapify();
+      engine.pool.admitted.heapify();
+    }
     this.#overflowEngine.retained.heapify();
+    this.#overflowEngine.pool.admitted.heapify();
+    this.#arena.admitted.heapify();
     const sorted = keys.subarray(0, candidates).sort();
     // Walk from the best down, filling the arena and the device pools.
     const chosen = new Uint8Array(n);
-    let arena = 0;
-    const pools = new Map<EngineState, number>();
-    for (let k = candidates - 1; k >= 0; k--) {
-      const i = 2 ** 25 - 1 - (sorted[k]! % 2 ** 25);
-      const p = open[i]!;
-      if (p.device) {
-        const used = pools.get(p.engine) ?? 0;
-        if (used + p.bytes > this.#poolBudget) continue;
-        pools.set(p.engine, used + p.bytes);
-      } else {
-        if (arena + p.bytes > this.#arenaBudget) continue;
-        arena += p.bytes;
+    const pools = this.#allPools();
+    // First the pools' marginal scores, from everything that qualifies; then the choice, which
+    // admits a pause not admitted yet only at or above its pool's (averaged) marginal score.
+    for (let pass = 0; pass < 2; pass++) {
+      for (const pool of pools) {
+        pool.chosenBytes = 0;
+        pool.chosenLowest = Infinity;
+        pool.full = false;
       }
-      chosen[i] = 1;
+      for (let k = candidates - 1; k >= 0; k--) {
+        const i = 2 ** 25 - 1 - (sorted[k]! % 2 ** 25);
+        const p = open[i]!;
+        const pool = this.#poolOf(p);
+        if (pass === 1 && p.ticket === undefined && p.score < pool.cutoff) continue;
+        if (pool.chosenBytes + p.bytes > this.#budgetOf(p)) {
+          pool.full = true;
+          continue;
+        }
+        pool.chosenBytes += p.bytes;
+        pool.chosenLowest = Math.min(pool.chosenLowest, p.score);
+        if (pass === 1) chosen[i] = 1;
+      }
+      if (pass === 0) {
+        for (const pool of pools) {
+          const marginal = pool.full && pool.chosenLowest !== Infinity ? pool.chosenLowest : 0;
+          pool.cutoff += CUTOFF_WEIGHT * (marginal - pool.cutoff);
+        }
+      }
     }
+    this.#withdrawnNow = null;
     const withdrawn: PauseHandle[] = [];
     const admitted: PauseHandle[] = [];
     // Withdrawals first, so the units they free make room for the admissions.
@@ -565,13 +674,11 @@ export class PausePlanner<Ticket = unknown> {
   stats(): PausePlannerStats {
     let retainedBytes = 0;
     let pools = 0;
-    for (const e of this.#engines.values()) {
+    for (const e of [...this.#engines.values(), this.#overflowEngine]) {
       retainedBytes += e.retainedBytes;
-      pools += e.poolBytes;
+      pools += e.pool.bytes;
     }
-    retainedBytes += this.#overflowEngine.retainedBytes;
-    pools += this.#overflowEngine.poolBytes;
-    return { ...this.#counters, open: this.#open.length, retainedBytes, admittedBytes: this.#arenaBytes + pools };
+    return { ...this.#counters, open: this.#open.length, retainedBytes, admittedBytes: this.#arena.bytes + pools };
   }
 
   // ---- internals --------------------------------------------------------------------------
@@ -592,13 +699,15 @@ export class PausePlanner<Ticket = unknown> {
 
   #score(p: Pause, age: number): void {
     const stats = this.#stats;
-    p.score = stats.hazard(p.cls, age, this.#horizon);
+    const hazard = stats.hazard(p.cls, age, this.#horizon);
+    p.hazard = hazard;
+    p.score = this.#bytesExponent === 0 ? hazard : Math.min(1, hazard * (this.#meanBytes / Math.max(1, p.bytes)) ** this.#bytesExponent);
     p.eligible = stats.remainingAtLeast(p.cls, age, p.unitSeconds) >= this.#threshold;
   }
 
   /** The hint for a kept pause: its hazard as a priority 1-100, and how long keeping it stays likely worth it. */
   #hint(p: Pause, age: number): RetentionHint {
-    const priority = 1 + Math.round(99 * p.score);
+    const priority = 1 + Math.round(99 * p.hazard);
     const q90 = this.#stats.remainingQuantile(p.cls, age, 0.9);
     const ttlSeconds = Number.isFinite(q90) ? Math.min(MAX_TTL_SECONDS, Math.max(1, Math.ceil(q90))) : null;
     return { keep: true, priority, ttlSeconds };
@@ -606,7 +715,7 @@ export class PausePlanner<Ticket = unknown> {
 
   #retain(p: Pause): void {
     p.retained = true;
-    p.level = 1 + Math.round(99 * p.score);
+    p.level = 1 + Math.round(99 * p.hazard);
     p.engine.retainedBytes += p.bytes;
     p.engine.retained.push(p);
   }
@@ -619,10 +728,58 @@ export class PausePlanner<Ticket = unknown> {
     p.engine.retained.remove(p);
   }
 
-  /** Admits `p` now if it qualifies and fits. */
+  /**
+   * How much an admitted pause's score is raised against a newcomer: the hysteresis, squared once
+   * its unit has had time to move its bytes (withdrawing it then throws that work away).
+   */
+  #protection(p: Pause, now: number): number {
+    const sunk = now - p.admittedAt >= 1000 * p.unitSeconds;
+    return sunk ? this.#hysteresis * this.#hysteresis : this.#hysteresis;
+  }
+
+  #allPools(): AdmitPool[] {
+    const pools = [this.#arena, this.#overflowEngine.pool];
+    for (const e of this.#engines.values()) pools.push(e.pool);
+    return pools;
+  }
+
+  #poolOf(p: Pause): AdmitPool {
+    return p.device ? p.engine.pool : this.#arena;
+  }
+
+  #budgetOf(p: Pause): number {
+    return p.device ? this.#poolBudget : this.#arenaBudget;
+  }
+
+  /**
+   * Admits `p` now if it qualifies and fits, withdrawing admitted pauses of its pool that it
+   * beats by the hysteresis (lowest first) when that makes the room.
+   */
   #tryAdmit(p: Pause): boolean {
-    if (!p.eligible || p.retained) return false;
-    if (p.device ? p.engine.poolBytes + p.bytes > this.#poolBudget : this.#arenaBytes + p.bytes > this.#arenaBudget) return false;
+    if (!p.eligible || p.retained || p.score < this.#minScore) return false;
+    const pool = this.#poolOf(p);
+    const budget = this.#budgetOf(p);
+    if (p.bytes > budget || p.score < pool.cutoff) return false;
+    if (pool.bytes + p.bytes > budget) {
+      // Whether the pauses it beats free enough, before withdrawing any of them.
+      let freeable = 0;
+      const beaten: Pause[] = [];
+      const heap = pool.admitted;
+      const now = this.#now();
+      while (pool.bytes - freeable + p.bytes > budget) {
+        const lowest = heap.peek();
+        if (lowest === undefined || lowest.score * this.#protection(lowest, now) >= p.score) break;
+        heap.remove(lowest);
+        beaten.push(lowest);
+        freeable += lowest.bytes;
+      }
+      for (const b of beaten) heap.push(b);
+      if (pool.bytes - freeable + p.bytes > budget) return false;
+      for (const b of beaten) {
+        this.#withdraw(b);
+        (this.#withdrawnNow ??= []).push(b);
+      }
+    }
     return this.#admit(p);
   }
 
@@ -632,9 +789,11 @@ export class PausePlanner<Ticket = unknown> {
     if (p.wasAdmitted) this.#counters.readmissions++;
     if (admission.ticket === undefined) return false;
     p.ticket = admission.ticket;
+    p.admittedAt = this.#now();
     p.wasAdmitted = true;
-    if (p.device) p.engine.poolBytes += p.bytes;
-    else this.#arenaBytes += p.bytes;
+    const pool = this.#poolOf(p);
+    pool.bytes += p.bytes;
+    pool.admitted.push(p);
     return true;
   }
 
@@ -650,8 +809,15 @@ export class PausePlanner<Ticket = unknown> {
   #release(p: Pause): void {
     if (p.ticket === undefined) return;
     p.ticket = undefined;
-    if (p.device) p.engine.poolBytes -= p.bytes;
-    else this.#arenaBytes -= p.bytes;
+    const pool = this.#poolOf(p);
+    pool.bytes -= p.bytes;
+    pool.admitted.remove(p);
+  }
+
+  #takeWithdrawn(): readonly PauseHandle[] {
+    const taken = this.#withdrawnNow;
+    this.#withdrawnNow = null;
+    return taken ?? NONE;
   }
 
   /** Ends `p` as a plan: out of every index. Its ticket is the caller's to wake or cancel. */

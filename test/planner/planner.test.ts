@@ -82,13 +82,15 @@ describe('planner: decisions', () => {
   });
 
   it('prepares only what fits the arena, less the staging of the units in flight', () => {
-    // 96/6 = 16 units in flight of 0.25 GB staging: 4 GB of a 10 GB arena.
-    const { p } = planner({ budgets: { gpuRetainBytes: 0, arenaBytes: 10 * GB, stagingBytesPerUnit: 0.25 * GB } }, trained());
-    expect(p.unitsInFlight).toBe(16);
+    // A quarter of 96 GB/s over 6 GB/s: 4 units in flight of 0.5 GB staging, 2 GB of a 10 GB arena.
+    const { p } = planner({ budgets: { gpuRetainBytes: 0, arenaBytes: 10 * GB, stagingBytesPerUnit: 0.5 * GB } }, trained());
+    expect(p.unitsInFlight).toBe(4);
     expect(p.begin(start(1, 'build', 4 * GB)).action).toBe('prepare');
-    expect(p.begin(start(2, 'build', 4 * GB)).action).toBe('none');
-    expect(p.begin(start(3, 'build', 2 * GB)).action).toBe('prepare');
-    expect(p.stats().admittedBytes).toBe(6 * GB);
+    expect(p.begin(start(2, 'build', 4 * GB)).action).toBe('prepare');
+    expect(p.begin(start(3, 'build', 2 * GB)).action).toBe('none');
+    expect(p.stats().admittedBytes).toBe(8 * GB);
+    const whole = planner({ tierShare: 1 }).p;
+    expect(whole.unitsInFlight).toBe(16);
   });
 
   it('device readiness fills the engine\'s device pool, not the host arena', () => {
@@ -192,7 +194,7 @@ describe('planner: decisions', () => {
     const { p, coord } = planner({}, trained());
     const plan = p.begin(start(1, 'subagent', 2 * GB));
     expect(plan.action).toBe('keep');
-    expect(p.retentionDropped(plan.pause!)).toBe('prepare');
+    expect(p.retentionDropped(plan.pause!)).toEqual({ action: 'prepare', withdrawn: [] });
     expect(plan.pause!.retained).toBe(false);
     expect(coord.stats().queued).toBe(1);
     expect(p.stats()).toMatchObject({ dropped: 1, retainedBytes: 0, admittedBytes: 2 * GB });
@@ -205,13 +207,73 @@ describe('planner: decisions', () => {
     backend.publish(work.key);
     coord.complete(work, { ok: true });
     backend.evict(work.key);
-    p.evicted(work.key);
+    expect(p.evicted(work.key)).toEqual([plan.pause]);
+    expect(p.evicted(makeKey(77))).toEqual([]);
     expect(plan.pause!.admitted).toBe(false);
     expect(coord.stats().historySize).toBe(0);
     const { admitted } = p.replan();
     expect(admitted).toEqual([plan.pause]);
     expect(coord.stats().queued).toBe(1);
     expect(p.stats()).toMatchObject({ admissions: 2, readmissions: 1, withdrawals: 1 });
+  });
+});
+
+describe('planner: what protects work already done', () => {
+  /** `a` waits end within 10 s a fifth of the time, `b` ones three fifths (hazard 0.2 and 0.6 until 5 s). */
+  function mixed(): WaitLengthStats {
+    const stats = new WaitLengthStats({ priorWeight: 0 });
+    for (let i = 0; i < 500; i++) {
+      stats.observe(stats.classOf('a'), i % 5 === 0 ? 5 : 100);
+      stats.observe(stats.classOf('b'), i % 5 < 3 ? 5 : 100);
+    }
+    return stats;
+  }
+
+  it('a newcomer three times likelier displaces an admitted pause whose unit is still moving (hysteresis 2), not one whose bytes have moved (2 squared)', () => {
+    for (const [at, displaced] of [[100, true], [1000, false]] as const) {
+      const { p, clock } = planner({ budgets: { gpuRetainBytes: 0, arenaBytes: 4 * GB } }, mixed());
+      const first = p.begin(start(1, 'a', 4 * GB));
+      expect(first.action).toBe('prepare');
+      // 4 GB at 6 GB/s: its unit takes about 0.67 s.
+      clock.ms = at;
+      const second = p.begin(start(2, 'b', 4 * GB));
+      expect(second.action).toBe(displaced ? 'prepare' : 'none');
+      expect(second.withdrawn).toEqual(displaced ? [first.pause] : []);
+      expect(first.pause!.admitted).toBe(!displaced);
+    }
+  });
+
+  it('under pressure, a pause below its pool\'s recent marginal score waits, even with room free', () => {
+    const { p, clock } = planner({ budgets: { gpuRetainBytes: 0, arenaBytes: 8 * GB } }, mixed());
+    const held = [1, 2].map((n) => p.begin(start(n, 'b', 4 * GB)));
+    expect(held.map((x) => x.action)).toEqual(['prepare', 'prepare']);
+    // Two more `b` pauses wait for room: every replan finds the pool full at a marginal score of 0.6.
+    p.begin(start(3, 'b', 4 * GB));
+    p.begin(start(4, 'b', 4 * GB));
+    for (let t = 1; t <= 100; t++) {
+      clock.ms = 10 * t;
+      p.replan();
+    }
+    // Room frees; until the next replan, an `a` pause (0.2) is not prepared, a `b` one (0.6) is.
+    expect(p.wake(held[0]!.pause!)).not.toBeNull();
+    expect(p.begin(start(5, 'a', 4 * GB)).action).toBe('none');
+    expect(p.begin(start(6, 'b', 4 * GB)).action).toBe('prepare');
+  });
+
+  it('weights smaller contexts up when preparing (bytesExponent), not when keeping', () => {
+    for (const [exponent, smallFirst] of [[0.5, true], [0, false]] as const) {
+      const { p } = planner({ bytesExponent: exponent, budgets: { gpuRetainBytes: 0, arenaBytes: 4 * GB } }, mixed());
+      const big = p.begin(start(1, 'a', 4 * GB));
+      const small = p.begin(start(2, 'a', 0.5 * GB));
+      // Equally likely to end soon; at the half power the small one scores sqrt(8) times higher.
+      expect(small.pause!.hazard).toBeCloseTo(big.pause!.hazard, 12);
+      expect(small.action).toBe(smallFirst ? 'prepare' : 'none');
+      expect(small.withdrawn).toEqual(smallFirst ? [big.pause] : []);
+    }
+    // Keeping ranks by hazard alone: a small newcomer does not take a kept big one's room.
+    const { p } = planner({ budgets: { gpuRetainBytes: 4 * GB, arenaBytes: 0 } }, mixed());
+    expect(p.begin(start(1, 'b', 4 * GB)).action).toBe('keep');
+    expect(p.begin(start(2, 'b', 0.5 * GB)).action).toBe('none');
   });
 });
 
@@ -249,6 +311,9 @@ describe('planner: units in flight, bounds, options', () => {
     expect(plannedUnitsInFlight({ tierBytesPerSec: 300 * GB, unitBytesPerSec: 100 * GB })).toBe(3);
     expect(plannedUnitsInFlight({ tierBytesPerSec: 1 * GB, unitBytesPerSec: 6 * GB })).toBe(1);
     expect(plannedUnitsInFlight({ tierBytesPerSec: 1000 * GB, unitBytesPerSec: 1 * GB }, 64)).toBe(64);
+    // A share of the tier: a quarter of 96 over 6 is 4; never below one.
+    expect(plannedUnitsInFlight({ tierBytesPerSec: 96 * GB, unitBytesPerSec: 6 * GB }, 64, 0.25)).toBe(4);
+    expect(plannedUnitsInFlight({ tierBytesPerSec: 300 * GB, unitBytesPerSec: 100 * GB }, 64, 0.25)).toBe(1);
   });
 
   it('holds at most maxPauses open: past it a pause gets no plan, and is counted', () => {
@@ -256,7 +321,7 @@ describe('planner: units in flight, bounds, options', () => {
     p.begin(start(1, 'x', 1));
     p.begin(start(2, 'x', 1));
     const third = p.begin(start(3, 'x', 1));
-    expect(third).toEqual({ pause: null, action: 'none', hint: null, released: [] });
+    expect(third).toEqual({ pause: null, action: 'none', hint: null, released: [], withdrawn: [] });
     expect(p.stats()).toMatchObject({ overflows: 1, open: 2 });
     // A replacement frees its own place first.
     expect(p.begin(start(2, 'x', 1)).pause).not.toBeNull();
