@@ -251,6 +251,9 @@ class EngineState {
 }
 
 class Pause implements PauseHandle {
+  /** Its planner, and its (engine, request) key in that planner's index. */
+  owner: object | null = null;
+  id = '';
   tag: unknown;
   consumer: Consumer;
   key: ArtifactKey;
@@ -365,6 +368,8 @@ export class PausePlanner<Ticket = unknown> {
   readonly #arena = new AdmitPool();
   /** Pauses withdrawn during the call under way, for its result. */
   #withdrawnNow: PauseHandle[] | null = null;
+  /** Per class, the TTL of a pause at its start, and the observation count it was computed at. */
+  readonly #ttlAtStart = new Map<WaitClass, { learned: number; ttl: number | null }>();
   /** Sort keys of a replan, reused. */
   #keys = new Float64Array(1024);
   readonly #counters = {
@@ -468,6 +473,8 @@ export class PausePlanner<Ticket = unknown> {
     const unitSeconds = start.unitSeconds ?? this.#overhead + bytes / this.#unitRate;
     this.#meanBytes = this.#meanBytes === 0 ? Math.max(1, bytes) : this.#meanBytes + (bytes - this.#meanBytes) / MEAN_BYTES_WINDOW;
     const p = new Pause(start, this.#stats.classOf(toolClass), unitSeconds, this.#engineOf(consumer.engine), now, this.#seq++);
+    p.owner = this;
+    p.id = id;
     this.#score(p, 0);
     p.index = this.#open.length;
     this.#open.push(p);
@@ -579,10 +586,10 @@ export class PausePlanner<Ticket = unknown> {
       const age = (now - p.startedAt) / 1000;
       this.#score(p, age);
       if (p.retained) {
-        const hint = this.#hint(p, age);
-        if (hint.priority !== p.level) {
-          p.level = hint.priority;
-          hints.push({ pause: p, hint });
+        const priority = 1 + Math.round(99 * p.hazard);
+        if (priority !== p.level) {
+          p.level = priority;
+          hints.push({ pause: p, hint: { keep: true, priority, ttlSeconds: this.#ttl(p.cls, age) } });
         }
         continue;
       }
@@ -684,8 +691,8 @@ export class PausePlanner<Ticket = unknown> {
   // ---- internals --------------------------------------------------------------------------
 
   #own(pause: PauseHandle): Pause | null {
-    if (!(pause instanceof Pause) || !pause.open) return null;
-    return this.#byConsumer.get(`${pause.consumer.engine}\u0000${pause.consumer.request}`) === pause ? pause : null;
+    // Open pauses of this planner are exactly those its index holds: a replaced one is closed.
+    return pause instanceof Pause && pause.open && pause.owner === this ? pause : null;
   }
 
   #engineOf(name: string): EngineState {
@@ -698,19 +705,37 @@ export class PausePlanner<Ticket = unknown> {
   }
 
   #score(p: Pause, age: number): void {
+    // stats.hazard and stats.remainingAtLeast, sharing P(it lasts to its age).
     const stats = this.#stats;
-    const hazard = stats.hazard(p.cls, age, this.#horizon);
+    const alive = stats.survival(p.cls, age);
+    const known = alive > 1e-12;
+    const hazard = known ? 1 - Math.min(1, stats.survival(p.cls, age + this.#horizon) / alive) : 0;
     p.hazard = hazard;
     p.score = this.#bytesExponent === 0 ? hazard : Math.min(1, hazard * (this.#meanBytes / Math.max(1, p.bytes)) ** this.#bytesExponent);
-    p.eligible = stats.remainingAtLeast(p.cls, age, p.unitSeconds) >= this.#threshold;
+    p.eligible = (known ? Math.min(1, stats.survival(p.cls, age + p.unitSeconds) / alive) : 1) >= this.#threshold;
   }
 
   /** The hint for a kept pause: its hazard as a priority 1-100, and how long keeping it stays likely worth it. */
   #hint(p: Pause, age: number): RetentionHint {
-    const priority = 1 + Math.round(99 * p.hazard);
-    const q90 = this.#stats.remainingQuantile(p.cls, age, 0.9);
-    const ttlSeconds = Number.isFinite(q90) ? Math.min(MAX_TTL_SECONDS, Math.max(1, Math.ceil(q90))) : null;
-    return { keep: true, priority, ttlSeconds };
+    return { keep: true, priority: 1 + Math.round(99 * p.hazard), ttlSeconds: this.#ttl(p.cls, age) };
+  }
+
+  /**
+   * How long keeping a pause of `cls` aged `age` stays likely worth it: the 90th percentile of its
+   * remaining length, whole seconds in [1, MAX_TTL_SECONDS], or null when nothing says it ends.
+   * At age 0 (every begin) it is cached per class, and recomputed once the statistics have seen
+   * 1/64 more waits (at least 16): a TTL is advice to an engine, renewed by every replan anyway.
+   */
+  #ttl(cls: WaitClass, age: number): number | null {
+    const learned = this.#stats.observations;
+    if (age === 0) {
+      const cached = this.#ttlAtStart.get(cls);
+      if (cached !== undefined && learned - cached.learned < Math.max(16, cached.learned / 64)) return cached.ttl;
+    }
+    const q90 = this.#stats.remainingQuantile(cls, age, 0.9);
+    const ttl = Number.isFinite(q90) ? Math.min(MAX_TTL_SECONDS, Math.max(1, Math.ceil(q90))) : null;
+    if (age === 0) this.#ttlAtStart.set(cls, { learned, ttl });
+    return ttl;
   }
 
   #retain(p: Pause): void {
@@ -832,8 +857,7 @@ export class PausePlanner<Ticket = unknown> {
       last.index = p.index;
     }
     p.index = -1;
-    const id = `${p.consumer.engine}\u0000${p.consumer.request}`;
-    if (this.#byConsumer.get(id) === p) this.#byConsumer.delete(id);
+    if (this.#byConsumer.get(p.id) === p) this.#byConsumer.delete(p.id);
     const at = this.#byKey.get(p.hex);
     if (at === p) this.#byKey.delete(p.hex);
     else if (Array.isArray(at)) {

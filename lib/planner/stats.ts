@@ -21,9 +21,12 @@ function position(seconds: number): number {
   return at >= BINS ? BINS - 1e-9 : at;
 }
 
+/** The lower edge of each bin (and the top of the last), in seconds. */
+const EDGES = Float64Array.from({ length: BINS + 1 }, (_, i) => MIN_SECONDS * 2 ** (i / BINS_PER_DOUBLING));
+
 /** The lower edge of bin `i`, in seconds. */
 function edge(i: number): number {
-  return MIN_SECONDS * 2 ** (i / BINS_PER_DOUBLING);
+  return EDGES[i]!;
 }
 
 /** Options of {@link WaitLengthStats}. */
@@ -80,9 +83,13 @@ export class WaitClass {
 
   /** @internal P(length > seconds) from this histogram alone; 1 when it holds nothing. */
   rawSurvival(seconds: number): number {
+    return this.rawSurvivalAt(position(seconds));
+  }
+
+  /** @internal The same at a length's `position` (computed once for several histograms). */
+  rawSurvivalAt(at: number): number {
     if (this.weight <= 0) return 1;
     if (this.dirty) this.#rebuild();
-    const at = position(seconds);
     const i = Math.floor(at);
     return (this.tail[i + 1]! + this.counts[i]! * (1 - (at - i))) / this.weight;
   }
@@ -147,9 +154,10 @@ export class WaitLengthStats {
   survival(cls: WaitClass, seconds: number): number {
     const own = cls.evidence();
     const prior = this.#prior;
-    if (prior === 0 || this.#all.weight <= 0) return cls.rawSurvival(seconds);
-    if (own <= 0) return this.#all.rawSurvival(seconds);
-    return (own * cls.rawSurvival(seconds) + prior * this.#all.rawSurvival(seconds)) / (own + prior);
+    const at = position(seconds);
+    if (prior === 0 || this.#all.weight <= 0) return cls.rawSurvivalAt(at);
+    if (own <= 0) return this.#all.rawSurvivalAt(at);
+    return (own * cls.rawSurvivalAt(at) + prior * this.#all.rawSurvivalAt(at)) / (own + prior);
   }
 
   /**
