@@ -8,6 +8,7 @@ import { POLICIES } from './policies.js';
 import { PRESETS } from './presets.js';
 import { formatHtml, formatMarkdown, formatTables } from './report.js';
 import { DEFAULT_MOONCAKE, mergeOutputs, runExperiment } from './run.js';
+import { formatTargets } from './targets.js';
 
 export const EXPERIMENT_USAGE = `usage: waitprep experiment [options]
 
@@ -141,7 +142,7 @@ export function experiment(args) {
   });
   if (json) process.stdout.write(JSON.stringify(output) + '\n');
   else if (markdown) process.stdout.write(formatMarkdown(output) + '\n');
-  else process.stdout.write(formatTables(output) + '\n');
+  else process.stdout.write(formatTables(output) + formatTargets(output) + '\n');
   if (html !== null) {
     writeFileSync(html, formatHtml(output));
     log(`report: ${html}\n`);

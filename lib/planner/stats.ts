@@ -70,7 +70,7 @@ export class WaitClass {
     this.dirty = true;
     if (this.increment > RESCALE_ABOVE) {
       const scale = this.increment;
-      for (let i = 0; i < BINS; i++) this.counts[i]! /= scale;
+      for (let i = 0; i < BINS; i++) this.counts[i] = (this.counts[i] as number) / scale;
       this.weight /= scale;
       this.increment = 1;
     }
