@@ -97,9 +97,9 @@ export interface PreparationDriverOptions {
   /** Called on the coordinator's thread after each unit is reported with `complete`. */
   onSettled?: (report: PreparationReport) => void;
   /**
-   * Opt-in: most units it keeps in flight at once, each against its own grant (default 1, the
-   * design note's policy). Give the coordinator the same `maxInFlight`; a PausePlanner's
-   * `unitsInFlight` (the tier's bandwidth over one unit's) is the figure to use.
+   * Opt-in: most units it keeps in flight at once, each against its own grant (default 1, as
+   * the coordinator's). Give the coordinator the same `maxInFlight`; a PausePlanner's
+   * `unitsInFlight` (a share of the tier's bandwidth over one unit's) is the figure to use.
    */
   maxInFlight?: number;
 }
