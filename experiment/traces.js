@@ -30,13 +30,10 @@ function keyFields(task, namespace, tokenLayout) {
   };
 }
 
-function median(values) {
-  if (values.length === 0) return 0;
-  const sorted = Float64Array.from(values).sort();
-  return sorted[Math.floor((sorted.length - 1) / 2)];
-}
-
-/** Finishes a replay form: key cache, per-class median waits (what class-aware admission reads). */
+/**
+ * Finishes a replay form: the key cache. (Class-aware policies learn class medians online, from
+ * the waits that have ended, not from the trace.)
+ */
 function finish(name, waits, events, buildKey, info) {
   const keys = new Map();
   const built = new Map();
@@ -49,14 +46,8 @@ function finish(name, waits, events, buildKey, info) {
     }
     return entry;
   };
-  const byClass = new Map();
-  for (const w of waits) {
-    if (!byClass.has(w.tool)) byClass.set(w.tool, []);
-    byClass.get(w.tool).push(w.end - w.start);
-  }
-  const classMedians = new Map([...byClass].map(([tool, lengths]) => [tool, median(lengths)]));
   const agents = new Set(waits.map((w) => w.agent)).size;
-  return { name, waits, events, keys, keyFor, classMedians, info: { ...info, agents, waits: waits.length, lastT: events.length ? events[events.length - 1].t : 0 } };
+  return { name, waits, events, keys, keyFor, info: { ...info, agents, waits: waits.length, lastT: events.length ? events[events.length - 1].t : 0 } };
 }
 
 /**
