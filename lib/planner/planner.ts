@@ -8,6 +8,7 @@
 // of its semantics; every re-preparation is an explicit onWait it issues and counts.
 import { performance } from 'node:perf_hooks';
 import { invalidArgument } from '../errors.js';
+import { ownOptions, rejectUnknownOptions } from '../internal/validate.js';
 import type { ArtifactKey } from '../key.js';
 import type { Consumer, WaitAdmission, WaitOptions, WakeResult } from '../types.js';
 import { IndexedMinHeap } from './heap.js';
@@ -284,15 +285,15 @@ class Pause implements PauseHandle {
   seq: number;
 
   constructor(start: PauseStart, cls: WaitClass, unitSeconds: number, engine: EngineState, now: number, seq: number) {
-    this.tag = start.tag;
+    this.tag = Object.hasOwn(start, 'tag') ? start.tag : undefined;
     this.consumer = start.consumer;
     this.key = start.key;
     this.hex = start.key.hex;
     this.cls = cls;
     this.bytes = start.bytes;
     this.unitSeconds = unitSeconds;
-    this.want = start.readiness;
-    this.device = start.readiness?.readiness === 'device';
+    this.want = Object.hasOwn(start, 'readiness') ? start.readiness : undefined;
+    this.device = this.want?.readiness === 'device';
     this.engine = engine;
     this.startedAt = now;
     this.seq = seq;
@@ -376,16 +377,20 @@ export class PausePlanner<Ticket = unknown> {
     begins: 0, replaced: 0, wakes: 0, cancels: 0, kept: 0, released: 0, dropped: 0, admissions: 0, readmissions: 0, withdrawals: 0, overflows: 0, replans: 0,
   };
 
-  constructor(options: PausePlannerOptions<Ticket>) {
-    if (options === null || typeof options !== 'object') throw invalidArgument('options', 'an object { coordinator, budgets, links, … }', options);
-    for (const name of Object.keys(options)) if (!OPTION_NAMES.has(name)) throw invalidArgument(name, `one of ${[...OPTION_NAMES].join(', ')}`, name);
-    const { coordinator, budgets, links } = options;
+  constructor(given: PausePlannerOptions<Ticket>) {
+    if (given === null || typeof given !== 'object') throw invalidArgument('options', 'an object { coordinator, budgets, links, … }', given);
+    rejectUnknownOptions(given, OPTION_NAMES, '');
+    // Own properties only: an option inherited from a polluted Object.prototype is not the caller's.
+    const options = ownOptions(given);
+    const { coordinator } = options;
     if (coordinator === null || typeof coordinator !== 'object' || typeof coordinator.onWait !== 'function' || typeof coordinator.onWake !== 'function'
       || typeof coordinator.onCancel !== 'function' || typeof coordinator.forget !== 'function') {
       throw invalidArgument('coordinator', 'a WaitCoordinator (onWait, onWake, onCancel, forget)', coordinator);
     }
-    if (budgets === null || typeof budgets !== 'object') throw invalidArgument('budgets', 'an object { gpuRetainBytes, arenaBytes, … }', budgets);
-    if (links === null || typeof links !== 'object') throw invalidArgument('links', 'an object { tierBytesPerSec, unitBytesPerSec }', links);
+    if (options.budgets === null || typeof options.budgets !== 'object') throw invalidArgument('budgets', 'an object { gpuRetainBytes, arenaBytes, … }', options.budgets);
+    if (options.links === null || typeof options.links !== 'object') throw invalidArgument('links', 'an object { tierBytesPerSec, unitBytesPerSec }', options.links);
+    const budgets = ownOptions(options.budgets);
+    const links = ownOptions(options.links);
     this.#coordinator = coordinator;
     this.#retainBudget = positive('budgets.gpuRetainBytes', budgets.gpuRetainBytes, true);
     const staging = positive('budgets.stagingBytesPerUnit', budgets.stagingBytesPerUnit ?? 0, true);
@@ -449,7 +454,9 @@ export class PausePlanner<Ticket = unknown> {
     if (key === null || typeof key !== 'object' || typeof key.hex !== 'string') throw invalidArgument('start.key', 'an ArtifactKey', key);
     if (typeof toolClass !== 'string') throw invalidArgument('start.toolClass', 'a string', toolClass);
     positive('start.bytes', bytes, true);
-    if (start.unitSeconds !== undefined) positive('start.unitSeconds', start.unitSeconds, true);
+    // The optional fields, own properties only (a polluted Object.prototype is not the caller's).
+    const given = Object.hasOwn(start, 'unitSeconds') ? start.unitSeconds : undefined;
+    if (given !== undefined) positive('start.unitSeconds', given, true);
     this.#counters.begins++;
     const now = this.#now();
     const id = `${consumer.engine}\u0000${consumer.request}`;
@@ -470,7 +477,7 @@ export class PausePlanner<Ticket = unknown> {
       return { pause: null, action: 'none', hint: null, released: NONE, withdrawn: NONE };
     }
     this.#withdrawnNow = null;
-    const unitSeconds = start.unitSeconds ?? this.#overhead + bytes / this.#unitRate;
+    const unitSeconds = given ?? this.#overhead + bytes / this.#unitRate;
     this.#meanBytes = this.#meanBytes === 0 ? Math.max(1, bytes) : this.#meanBytes + (bytes - this.#meanBytes) / MEAN_BYTES_WINDOW;
     const p = new Pause(start, this.#stats.classOf(toolClass), unitSeconds, this.#engineOf(consumer.engine), now, this.#seq++);
     p.owner = this;

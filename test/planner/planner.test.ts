@@ -353,6 +353,26 @@ describe('planner: units in flight, bounds, options', () => {
   });
 });
 
+describe('planner: a polluted Object.prototype', () => {
+  it('reads only its own options and pause fields', () => {
+    const proto = Object.prototype as Record<string, unknown>;
+    proto.hysteresis = 0.1;
+    proto.unitSeconds = -1;
+    proto.readiness = { readiness: 'device', target: { device: 'GPU-5e1f0c2a-1b3d-4e5f-8a9b-0c1d2e3f4a5b', arena: 0, arenaGeneration: 0 } };
+    try {
+      // Read, the inherited hysteresis and unitSeconds would throw, and readiness would make it a device pause.
+      const { p, coord } = planner({ budgets: { gpuRetainBytes: 0, arenaBytes: 10 * GB } }, trained());
+      const plan = p.begin(start(1, 'build', 1 * GB));
+      expect(plan.action).toBe('prepare');
+      expect(coord.beginNext(GRANT)!.readiness).toBe('host');
+    } finally {
+      delete proto.hysteresis;
+      delete proto.unitSeconds;
+      delete proto.readiness;
+    }
+  });
+});
+
 describe('planner: engine hints', () => {
   const keep = { keep: true, priority: 87, ttlSeconds: 42 };
   const release = { keep: false, priority: 0, ttlSeconds: null };
