@@ -35,7 +35,9 @@ export const DEMO_USAGE = `usage: waitprep demo [options]
   --compare              replay the same trace under three policies (no-preparation, fifo-dedup,
                          fifo-no-dedup) and print a table, or one JSON object with --json
                          (demo/compare.js; not with --metrics-port or --storage-exit-after)
-  --miss-cost-ms M       with --compare: the STAND-IN cost of a miss's original path (default 50)`;
+  --miss-cost-ms M       with --compare: the STAND-IN cost of a miss's original path (default 50)
+  --planner              the orchestrator runs the package's PausePlanner (lib/planner): it
+                         admits and withdraws, and the storage worker evicts by its order`;
 
 /** The trace generator's bound on agents (generateTrace refuses more). */
 const MAX_AGENTS = 1_000_000;
@@ -73,7 +75,7 @@ function traceOrExit(options) {
 function parseArgs(args) {
   const options = {
     agents: 24, seconds: 8, seed: 42, trace: null, timeScale: 1, budgetMb: 8, implementation: 'auto',
-    metricsPort: null, json: false, storageExitAfter: null, compare: false, missCostMs: 50,
+    metricsPort: null, json: false, storageExitAfter: null, compare: false, missCostMs: 50, planner: false,
     // Set by compare.js, not by flags: `keyMode` 'shared' (the normal path) or 'per-wait'
     // (fifo-no-dedup: each wait's key spec gets a namespace unique to its agent and generation),
     // and `runLabel`, a suffix that keeps several runs' table, arena and socket names apart.
@@ -96,6 +98,7 @@ function parseArgs(args) {
     const arg = args[i];
     if (arg === '--json') options.json = true;
     else if (arg === '--compare') options.compare = true;
+    else if (arg === '--planner') options.planner = true;
     else if (arg in numeric) {
       const [field, ok, valid] = numeric[arg];
       const given = args[++i];
@@ -114,6 +117,7 @@ function parseArgs(args) {
   }
   if (options.compare && options.metricsPort !== null) throw new UsageError('--compare does not serve metrics (--metrics-port)');
   if (options.compare && options.storageExitAfter !== null) throw new UsageError('--compare does not take --storage-exit-after');
+  if (options.compare && options.planner) throw new UsageError('--compare runs its own three policies, not --planner');
   return options;
 }
 

@@ -38,6 +38,7 @@ import { generateTrace, keyFromSpec, loadTraceJsonl, traceSummary } from 'waitpr
 import { nearestRank } from '../experiment/percentile.js';
 import { unitOutcomes } from './report.js';
 import { serveSocket, startStorage } from '../worker/storage.js';
+import { DEMO_PLANNER_UNITS, DemoPlanner } from './planner.js';
 
 const STORAGE_WORKER = join(import.meta.dirname, '..', 'bin', 'storage-worker.js');
 const PREPARE_WORKER = join(import.meta.dirname, 'prepare-worker.js');
@@ -48,8 +49,8 @@ function perWaitSpec(event) {
 }
 
 /** The demo's coordinator: wakes pin from `table` (the consumer side of the storage worker's table). */
-export function demoCoordinator(table) {
-  return new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 64, maxWaiting: 4096, historyLimit: 1024 });
+export function demoCoordinator(table, maxInFlight = 1) {
+  return new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 64, maxWaiting: 4096, historyLimit: 1024, maxInFlight });
 }
 
 /**
@@ -122,12 +123,21 @@ export class DemoRun {
     if (chosen === 'native') await this.startChild(budgetBytes);
     else await this.startInProcess(budgetBytes);
 
-    const coordinator = demoCoordinator(this.consumer);
+    // With --planner, as many units in flight as the planner asks for (DemoPlanner.unitsInFlight).
+    const coordinator = demoCoordinator(this.consumer, options.planner ? DEMO_PLANNER_UNITS : 1);
     this.coordinator = coordinator;
     if (options.metricsPort !== null) await this.startMetrics(coordinator);
 
-    let grantFree = true;
-    const grant = Object.freeze({ worker: 'prep-0', grant: 'demo-grant-0' });
+    // With --planner, the planner's pauses and its units in flight (one grant each).
+    const planned = options.planner ? new DemoPlanner({
+      coordinator, table: this.consumer, socketPath: this.socketPath, budgetBytes,
+      // The synthetic source's size (worker/storage.js): 512 bytes per 16 tokens.
+      bytesOf: (key) => Math.ceil(key.tokenCount / 16) * 512,
+      onError: (message) => void this.fail(message),
+    }) : null;
+    const unitsInFlight = planned?.unitsInFlight ?? 1;
+    let grantsFree = unitsInFlight;
+    let nextGrant = 0;
     /** The first few preparation errors, for the report (the driver counts outcomes in its stats). */
     const errors = [];
     /**
@@ -138,13 +148,14 @@ export class DemoRun {
     const driver = new PreparationDriver({
       coordinator,
       grants: {
-        acquire: () => (grantFree ? ((grantFree = false), grant) : null),
+        acquire: () => (grantsFree > 0 ? (grantsFree--, Object.freeze({ worker: 'prep-0', grant: `demo-grant-${nextGrant++}` })) : null),
         release: () => {
-          grantFree = true;
+          grantsFree++;
           this.driver?.poke();
         },
       },
-      worker: { filename: PREPARE_WORKER, minThreads: 1, maxThreads: 2, env: { ...process.env, WAITPREP_DEMO_SOCKET: this.socketPath } },
+      maxInFlight: unitsInFlight,
+      worker: { filename: PREPARE_WORKER, minThreads: 1, maxThreads: unitsInFlight + 1, env: { ...process.env, WAITPREP_DEMO_SOCKET: this.socketPath } },
       deadlineMs: 10_000,
       onSettled: (report) => {
         if (report.result === 'succeeded' || report.completion !== 'applied') return;
@@ -179,6 +190,20 @@ export class DemoRun {
       if (wait > 0.001) await sleep(wait * 1000);
       if (this.failed) return new Promise(() => {}); // fail() exits the process
       const id = `${event.agent}#${event.generation}`;
+      if (planned !== null) {
+        const t0 = process.hrtime.bigint();
+        const result = planned.handle(event, event.event === 'wait' ? keyOf(specOf(event)) : null);
+        if (result !== null) {
+          const took = process.hrtime.bigint() - t0;
+          latencies.push(took);
+          if (result.kind === 'hit') {
+            this.hitLatenciesNs.push(took);
+            result.lease.close();
+          }
+        }
+        driver.poke();
+        continue;
+      }
       if (event.event === 'wait') {
         const key = keyOf(specOf(event));
         const { admission, forgot } = admitWait(coordinator, this.consumer, { engine: 'engine-0', request: event.agent, generation: event.generation }, key);
@@ -208,6 +233,7 @@ export class DemoRun {
       }
     }
     const replayed = elapsed();
+    planned?.stop();
     // Let the unit in flight finish (its consumers all ended, so it drains), then shut down.
     for (let i = 0; i < 1500 && coordinator.stats().inFlight > 0; i++) await sleep(10);
     const closing = coordinator.shutdown();
@@ -237,6 +263,7 @@ export class DemoRun {
       wakesWithoutTicket,
       cancelsWithoutTicket,
       forgottenAfterEviction: forgotten,
+      ...(planned === null ? {} : { planner: planned.summary() }),
       wakeLatencyNs: {
         what: 'onWake (coordinator checks and the table pin) timed with hrtime: sporadic, cold calls on an idle event loop; the steady-state pin + close is `npm run bench:pin` (docs/benchmarks.md)',
         count: latencies.length,

@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { findings } from './findings.js';
 import { POLICIES } from './policies.js';
 import { PRESETS } from './presets.js';
+import { formatTargets } from './targets.js';
 
 /** The most agents a run replays: the generator's own limit, applied to every trace. */
 const MAX_AGENTS = 1_000_000;
@@ -196,7 +197,7 @@ export async function experiment(args) {
   const result = { ...output, findings: findings(output) };
   if (json) process.stdout.write(JSON.stringify(result) + '\n');
   else if (markdown) process.stdout.write(formatMarkdown(result) + '\n');
-  else process.stdout.write(formatTables(result) + '\n');
+  else process.stdout.write(formatTables(result) + formatTargets(result) + '\n');
   if (html !== null) {
     try {
       mkdirSync(dirname(html), { recursive: true });

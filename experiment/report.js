@@ -19,7 +19,7 @@ export function formatTables(output) {
     const t = run.trace;
     lines.push('');
     lines.push(`${run.preset}, ${run.agents} agents, ${t.source} trace (${t.waits} waits, ${t.agents} agents, ${Math.round(t.lastT)} s), seeds ${output.options.seeds.join(', ')}: mean (min-max)`);
-    const header = ['policy', 'hit rate', 'of oracle', 'p50', 'p95', 'p99', 'top miss causes', 'wasted GB', 'peak host GB', 'peak GPU GB'];
+    const header = ['policy', 'hit rate', 'of oracle-jit', 'bytes hit', 'p50', 'p95', 'p99', 'top miss causes', 'wasted GB', 'wasted %', 'peak host GB', 'peak GPU GB'];
     const rows = run.policies.map((p) => {
       const s = p.summary;
       const misses = causesOf(p).map((c) => [c, p.seeds.reduce((n, r) => n + r.misses[c], 0)]).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
@@ -28,17 +28,19 @@ export function formatTables(output) {
         p.name,
         range(s.hitRate, pct),
         s.hitsOfOracle === null ? '-' : pct(s.hitsOfOracle.mean),
+        pct(s.bytesHitRate.mean),
         ms(s.latencyP50.mean),
         ms(s.latencyP95.mean),
         ms(s.latencyP99.mean),
         misses.slice(0, 2).map(([c, n]) => `${c} ${pct(n / missTotal)}`).join(', ') || '-',
         gb(s.wastedBytes.mean),
+        pct(s.wastedShare.mean),
         gb(s.peakArenaBytes.mean),
         gb(s.peakGpuBytes.mean),
       ];
     });
     const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-    const format = (r) => r.map((cell, i) => (i === 0 || i === 6 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ');
+    const format = (r) => r.map((cell, i) => (i === 0 || i === 7 ? cell.padEnd(widths[i]) : cell.padStart(widths[i]))).join('  ');
     lines.push(format(header));
     for (const r of rows) lines.push(format(r));
     const buckets = run.policies.map((p) => `${p.name.padEnd(widths[0])}  ${p.seeds[0].buckets.map((b, i) => {
@@ -273,8 +275,9 @@ export function formatHtml(output) {
 
 /**
  * Markdown tables, one per preset (docs/experiment.md quotes them): per agent count the hit rate,
- * mean (min-max) over the seeds, with hits as a fraction of the oracle's; then, at the largest
- * agent count, latency percentiles, wasted bytes and the two commonest miss causes.
+ * mean (min-max) over the seeds, with hits as a fraction of oracle-jit's; then, at the largest
+ * agent count, the bytes-weighted hit rate, latency mean and percentiles, wasted bytes (and their
+ * share of prepared bytes) and the two commonest miss causes.
  */
 export function formatMarkdown(output) {
   const lines = [];
@@ -285,8 +288,8 @@ export function formatMarkdown(output) {
     lines.push('');
     lines.push(`**${preset}**, ${last.trace.source} trace, seeds ${output.options.seeds.join(', ')}; latency and misses at ${last.agents} agents (${last.trace.waits} waits):`);
     lines.push('');
-    lines.push(`| policy | ${runs.map((r) => `hit rate, ${r.agents} agents (of oracle)`).join(' | ')} | p50 | p95 | p99 | wasted GB | commonest miss causes |`);
-    lines.push(`|---|${runs.map(() => '---|').join('')}---|---|---|---|---|`);
+    lines.push(`| policy | ${runs.map((r) => `hit rate, ${r.agents} agents (of oracle-jit)`).join(' | ')} | bytes hit | mean | p50 | p95 | p99 | wasted GB (share) | commonest miss causes |`);
+    lines.push(`|---|${runs.map(() => '---|').join('')}---|---|---|---|---|---|---|`);
     // Every policy of any run, by name, '-' where a run lacks it: runs merged from several outputs may.
     for (const name of [...new Set(runs.flatMap((r) => r.policies.map((p) => p.name)))]) {
       const cells = runs.map((r) => {
@@ -296,14 +299,14 @@ export function formatMarkdown(output) {
       });
       const p = last.policies.find((q) => q.name === name);
       if (p === undefined) {
-        lines.push(`| ${name} | ${cells.join(' | ')} | - | - | - | - | - |`);
+        lines.push(`| ${name} | ${cells.join(' | ')} | - | - | - | - | - | - | - |`);
         continue;
       }
       const s = p.summary;
       const misses = causesOf(p).map((c) => [c, p.seeds.reduce((n, r) => n + r.misses[c], 0)]).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
       const total = misses.reduce((n, [, k]) => n + k, 0);
       const causes = misses.slice(0, 2).map(([c, n]) => `${c} ${pct(n / total)}`).join(', ') || '-';
-      lines.push(`| ${name} | ${cells.join(' | ')} | ${ms(s.latencyP50.mean)} | ${ms(s.latencyP95.mean)} | ${ms(s.latencyP99.mean)} | ${gb(s.wastedBytes.mean)} | ${causes} |`);
+      lines.push(`| ${name} | ${cells.join(' | ')} | ${pct(s.bytesHitRate.mean)} | ${ms(s.latencyMean.mean)} | ${ms(s.latencyP50.mean)} | ${ms(s.latencyP95.mean)} | ${ms(s.latencyP99.mean)} | ${gb(s.wastedBytes.mean)} (${pct(s.wastedShare.mean)}) | ${causes} |`);
     }
   }
   return lines.join('\n');

@@ -16,9 +16,29 @@ function spread(values) {
 
 const round = (x) => Math.round(x * 1e6) / 1e6;
 
-/** Each seed's hits as a fraction of the oracle's on the same seed, spread over the seeds. */
+/** Each seed's hits as a fraction of the bound's (oracle-jit) on the same seed, spread over the seeds. */
 function hitsOfOracle(results, oracleResults) {
   return spread(results.map((r, s) => (oracleResults[s].hits > 0 ? r.hits / oracleResults[s].hits : 0)));
+}
+
+/** The policy every table measures hits against. */
+export const BOUND = 'oracle-jit';
+
+/** One policy's summary over its seeds. */
+function summaryOf(results, bound) {
+  return {
+    hitRate: spread(results.map((r) => r.hitRate)),
+    bytesHitRate: spread(results.map((r) => r.bytesHitRate)),
+    hitsOfOracle: bound === null ? null : hitsOfOracle(results, bound),
+    latencyMean: spread(results.map((r) => r.latency.mean)),
+    latencyP50: spread(results.map((r) => r.latency.p50)),
+    latencyP95: spread(results.map((r) => r.latency.p95)),
+    latencyP99: spread(results.map((r) => r.latency.p99)),
+    wastedBytes: spread(results.map((r) => r.wasted.bytes)),
+    wastedShare: spread(results.map((r) => (r.units.bytes > 0 ? r.wasted.bytes / r.units.bytes : 0))),
+    peakArenaBytes: spread(results.map((r) => r.memory.peak.arenaBytes + r.memory.peak.stagingBytes)),
+    peakGpuBytes: spread(results.map((r) => r.memory.peak.gpuRetainedBytes + r.memory.peak.devicePoolBytes)),
+  };
 }
 
 /** The trace for one (source, agent count, seed). The Mooncake trace is one: seeds move agents between engines. */
@@ -90,7 +110,7 @@ export function runExperiment(options, { onReplay = () => {}, onProgress = null 
           onReplay({ preset: preset.name, agents, seed, policy: policy.name, result, done: ++done, total });
         });
       }
-      const oracle = policies.findIndex((p) => p.oracle);
+      const bound = policies.findIndex((p) => p.name === BOUND);
       runs.push({
         preset: preset.name,
         agents,
@@ -100,16 +120,7 @@ export function runExperiment(options, { onReplay = () => {}, onProgress = null 
           return {
             name: policy.name,
             description: policy.description,
-            summary: {
-              hitRate: spread(results.map((r) => r.hitRate)),
-              hitsOfOracle: oracle < 0 ? null : hitsOfOracle(results, perPolicy[oracle]),
-              latencyP50: spread(results.map((r) => r.latency.p50)),
-              latencyP95: spread(results.map((r) => r.latency.p95)),
-              latencyP99: spread(results.map((r) => r.latency.p99)),
-              wastedBytes: spread(results.map((r) => r.wasted.bytes)),
-              peakArenaBytes: spread(results.map((r) => r.memory.peak.arenaBytes + r.memory.peak.stagingBytes)),
-              peakGpuBytes: spread(results.map((r) => r.memory.peak.gpuRetainedBytes + r.memory.peak.devicePoolBytes)),
-            },
+            summary: summaryOf(results, bound < 0 ? null : perPolicy[bound]),
             // The memory series of the first seed only: the others' are in their peak and mean.
             seeds: results.map((r, s) => (s === 0 ? r : { ...r, memory: { ...r.memory, series: undefined } })),
           };
@@ -133,7 +144,7 @@ const MERGE_MUST_MATCH = ['seconds', 'seeds', 'trace', 'mooncakeFile', 'sharedPr
 /**
  * Several saved `runExperiment` outputs as one, as if one run had asked for all of their presets,
  * agent counts and policies: the runs of one (preset, agent count) are joined, their policies in
- * report order, and each policy's hits of the oracle are recomputed against the oracle, wherever
+ * report order, and each policy's hits of the bound are recomputed against the bound, wherever
  * it came from. Replays are independent of each other (each policy on each seed's trace), so the
  * result is the object the single run would print (tested). Throws when the outputs are not of
  * one experiment (another trace, seed list or sampling; a (preset, agent count) whose trace
@@ -176,7 +187,7 @@ export function mergeOutputs(outputs) {
       const run = byRun.get(`${preset}/${count}`);
       if (run === undefined) continue;
       run.policies.sort((a, b) => order.get(a.name) - order.get(b.name));
-      const oracle = run.policies.find((p) => p.name === 'oracle');
+      const oracle = run.policies.find((p) => p.name === BOUND);
       run.policies = run.policies.map((p) => ({ ...p, summary: { ...p.summary, hitsOfOracle: oracle === undefined ? null : hitsOfOracle(p.seeds, oracle.seeds) } }));
       runs.push(run);
     }

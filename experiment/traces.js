@@ -16,14 +16,9 @@ import { closeSync, constants as fsConstants, fstatSync, openSync, readSync, sta
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { WaitprepError, artifactKey } from 'waitprep';
 import { MAX_SPEC_TOKENS, TRACE_KEY_BASE, generateTrace, loadTraceJsonl } from 'waitprep/trace';
+import { fnv1a } from 'waitprep/testing';
 
 const BLOCK_TOKENS = 512;
-
-function fnv(text, basis) {
-  let h = basis >>> 0;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return h;
-}
 
 function keyFields(task, namespace, tokenLayout) {
   const { snapshotKind, runtime, model, adapter, profile, positionPolicy, sourcePageGeneration, codec, codecConfig, representationVersion } = TRACE_KEY_BASE;
@@ -33,13 +28,10 @@ function keyFields(task, namespace, tokenLayout) {
   };
 }
 
-function median(values) {
-  if (values.length === 0) return 0;
-  const sorted = Float64Array.from(values).sort();
-  return sorted[Math.floor((sorted.length - 1) / 2)];
-}
-
-/** Finishes a replay form: key cache, per-class median waits (what class-aware admission reads). */
+/**
+ * Finishes a replay form: the key cache. (Class-aware policies learn class medians online, from
+ * the waits that have ended, not from the trace.)
+ */
 function finish(name, waits, events, buildKey, info) {
   const keys = new Map();
   const built = new Map();
@@ -52,14 +44,8 @@ function finish(name, waits, events, buildKey, info) {
     }
     return entry;
   };
-  const byClass = new Map();
-  for (const w of waits) {
-    if (!byClass.has(w.tool)) byClass.set(w.tool, []);
-    byClass.get(w.tool).push(w.end - w.start);
-  }
-  const classMedians = new Map([...byClass].map(([tool, lengths]) => [tool, median(lengths)]));
   const agents = new Set(waits.map((w) => w.agent)).size;
-  return { name, waits, events, keys, keyFor, classMedians, info: { ...info, agents, waits: waits.length, lastT: events.length ? events[events.length - 1].t : 0 } };
+  return { name, waits, events, keys, keyFor, info: { ...info, agents, waits: waits.length, lastT: events.length ? events[events.length - 1].t : 0 } };
 }
 
 /**
@@ -99,7 +85,7 @@ export function fromEvents(name, traceEvents, { sharedTokens = 0, info = {} } = 
   }
   const buildKey = (keyId) => {
     const spec = specs.get(keyId);
-    return keyFields(spec.task, spec.namespace, [fnv(keyId, 0x811c9dc5), fnv(keyId, 0x050c5d1f), fnv(keyId, 0x2545f491), spec.tokens.length]);
+    return keyFields(spec.task, spec.namespace, [fnv1a(keyId, 0x811c9dc5), fnv1a(keyId, 0x050c5d1f), fnv1a(keyId, 0x2545f491), spec.tokens.length]);
   };
   return finish(name, waits, events, buildKey, { ...info, staleEnds, openAtEnd: open.size });
 }

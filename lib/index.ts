@@ -74,6 +74,7 @@ export {
 export { checkArenaDirectory, ensureArenaDirectory, type ArenaDirectoryOptions, type EnsureArenaDirectoryOptions } from './lease-table/arena-directory.js';
 export { WaitCoordinator, type WaitCoordinatorOptions, type TicketForm, type IssuedWorkUnit } from './coordinator/coordinator.js';
 export { InMemoryBackend } from './coordinator/memory-backend.js';
+export * from './planner/index.js';
 export type { MissReason } from './coordinator/miss-reasons.js';
 export {
   PreparationDriver,

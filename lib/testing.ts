@@ -12,8 +12,11 @@
  *   For a long key (a SharedArrayBuffer store) `task.keyBytes` is a view of the key's own store,
  *   which the driver's worker copies before `prepare` sees it: read it, never write to it, or the
  *   key's bytes no longer match its digest.
+ * - `fnv1a`: the package's one FNV-1a (the trace generator's seeds, the coordinator's indexes), so
+ *   the experiment derives its seeded choices the same way rather than with a copy.
  */
 export { InMemoryBackend } from './coordinator/memory-backend.js';
 export { nativeAddon, type NativeAddon } from './lease-table/native.js';
 export { keyBucketsFor } from './lease-table/js-handle.js';
 export { postOf as preparationTaskOf } from './driver/driver.js';
+export { fnv1a } from './internal/fnv1a.js';

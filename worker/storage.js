@@ -37,17 +37,26 @@
 //      naming rule's, so a reader finds the bytes from the table name and the lease alone;
 //   5. read the record back and check it (readArenaRecord: the header belongs to the key, the
 //      payload's checksum, SHA-256's first 8 bytes as a big-endian u64, matches the header's);
-//   6. under a byte budget, evict least-recently-used unpinned artifacts first (tryEvict returns
-//      'pinned' for a pinned one: it is skipped, never evicted); if only pinned ones are left and
-//      the new artifact still does not fit, the request fails and the slot is abandoned;
+//   6. under a byte budget, evict unpinned artifacts (tryEvict returns 'pinned' for a pinned one:
+//      it is skipped, never evicted) in the eviction order: least recently used first, unless the
+//      orchestrator sent eviction values (below), then lowest value first (least recently used
+//      among equals) and never one worth as much as the new artifact; if what may go is not
+//      enough, the request fails and the slot is abandoned;
 //   7. publish { sizeBytes (the payload's), location, checksum, codecId: 0 (none), representationVersion }.
 // An evicted artifact's arena file is removed and its index reused.
 // "Recently used" = published or requested again (a request for a key already published).
+// Eviction values: a request line { op: 'eviction-values', values: [[keyHex, value], ...] } replaces
+// the values the worker orders eviction by (a PausePlanner's evictionValue: -1 for an artifact no
+// open pause wants, higher for one a pause likely to wake soon wants). A key it was given no value
+// for counts as -1 when resident, and may evict anything when it is the new artifact's.
 // Dead clients' pins are reaped every 500 ms.
 import { rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { MAX_ARENA_INDEX, arenaDirectory, ensureArenaDirectory, arenaLocation, decodeArtifactKey, encodeArenaRecord, readArenaRecord, recordChecksum, splitLocation } from 'waitprep';
+
+/** The most eviction values kept: one per open pause of a planner's bound is plenty. */
+const MAX_VALUES = 100_000;
 
 /** Bytes per element of the dtypes the synthetic source uses. */
 const DTYPE_SIZE = { BF16: 2, F16: 2, F32: 4, U8: 1 };
@@ -186,13 +195,15 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
   ensureArenaDirectory(table.name, { root: arenaRoot });
   /** keyHex -> { key, location, sizeBytes, recordBytes }, in least-recently-used-first order. */
   const resident = new Map();
+  /** keyHex -> eviction value, as the orchestrator last sent them (empty: plain LRU). */
+  let values = new Map();
   let usedBytes = 0;
   /** Arena indexes given back by evictions, reused before new ones, so live ones stay below 2^16. */
   const freeArenas = [];
   let nextArena = 0;
   const stats = {
     requests: 0, prepared: 0, preparedBytes: 0, alreadyReady: 0, failed: 0, evicted: 0, evictedBytes: 0,
-    pinnedSkips: 0, reaped: 0, busyMs: 0, budgetBytes,
+    pinnedSkips: 0, worthMoreSkips: 0, valueUpdates: 0, reaped: 0, busyMs: 0, budgetBytes,
   };
   const reaper = setInterval(() => {
     try {
@@ -216,10 +227,23 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
     return nextArena++;
   }
 
-  /** Evicts LRU unpinned artifacts until `need` more bytes fit; false when only pinned ones are left. */
-  function makeRoom(need) {
-    for (const [keyHex, entry] of [...resident]) {
+  /**
+   * Evicts unpinned artifacts in the eviction order until `need` more bytes fit for `forHex`;
+   * false when what may go is not enough (pinned, or worth as much as `forHex`'s artifact).
+   */
+  function makeRoom(need, forHex) {
+    if (usedBytes + need <= budgetBytes) return true;
+    const own = values.get(forHex) ?? Infinity;
+    const worth = (keyHex) => values.get(keyHex) ?? -1;
+    // Least recently used first; with values, lowest value first (the sort is stable).
+    const order = [...resident];
+    if (values.size > 0) order.sort((a, b) => worth(a[0]) - worth(b[0]));
+    for (const [keyHex, entry] of order) {
       if (usedBytes + need <= budgetBytes) return true;
+      if (worth(keyHex) >= own) {
+        stats.worthMoreSkips++;
+        continue;
+      }
       const result = table.tryEvict(entry.key);
       if (result === 'pinned') {
         stats.pinnedSkips++;
@@ -242,6 +266,7 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
       onExitAfter();
       return { ok: false, error: 'the storage worker stopped' };
     }
+    if (request.op === 'eviction-values') return setValues(request.values);
     stats.requests++;
     const started = performance.now();
     let reservation = null;
@@ -261,7 +286,7 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
       const record = encodeArenaRecord(key, source, { format: RECORD_FORMAT });
       const recordBytes = record.bytes.length;
       if (recordBytes > budgetBytes) throw new Error(`artifact of ${recordBytes} bytes exceeds the whole budget of ${budgetBytes}`);
-      if (!makeRoom(recordBytes)) throw new Error(`over budget: ${usedBytes} of ${budgetBytes} bytes used and every resident artifact is pinned`);
+      if (!makeRoom(recordBytes, key.hex)) throw new Error(`over budget: ${usedBytes} of ${budgetBytes} bytes used and every resident artifact is pinned or worth as much as this one`);
       const location = arenaLocation(takeArena(), 0);
       const file = arenaFile(arenaDir, location);
       try {
@@ -296,6 +321,19 @@ export function startStorage({ table, arenaDir, budgetBytes, exitAfter = Infinit
     } finally {
       stats.busyMs += performance.now() - started;
     }
+  }
+
+  /** Replaces the eviction values (at most MAX_VALUES; non-finite values are ignored). */
+  function setValues(given) {
+    if (!Array.isArray(given)) return { ok: false, error: 'eviction-values needs values: [[keyHex, value], ...]' };
+    const next = new Map();
+    for (const pair of given) {
+      if (next.size >= MAX_VALUES) break;
+      if (Array.isArray(pair) && typeof pair[0] === 'string' && Number.isFinite(pair[1])) next.set(pair[0], pair[1]);
+    }
+    values = next;
+    stats.valueUpdates++;
+    return { ok: true, values: next.size };
   }
 
   function snapshot() {

@@ -27,7 +27,8 @@ import {
 
 /**
  * Where resource grants come from. The driver asks for one only when the
- * coordinator has a queued unit and nothing is in flight, and gives it back
+ * coordinator has a queued unit and fewer than the driver's `maxInFlight`
+ * units are in flight (one at a time, by default), and gives it back
  * once the worker that used it has stopped running (not when the unit was
  * reported: a unit failed by its deadline may still be running, and still
  * holds what it was granted).
@@ -54,8 +55,8 @@ export interface PreparationWorkerOptions {
   /** Threads kept even when idle. Default 1. */
   minThreads?: number;
   /**
-   * Most threads. Default max(2, minThreads): one for the unit in flight, one for a unit that
-   * ran past its deadline and is still draining. Make it at least the number
+   * Most threads. Default max(maxInFlight + 1, minThreads): one per unit in flight, one for a
+   * unit that ran past its deadline and is still draining. Make it at least the number
    * of grants the source can hand out at once, or a unit may wait in the
    * pool's queue (its deadline counts from when it was handed to the pool).
    */
@@ -95,6 +96,12 @@ export interface PreparationDriverOptions {
   killOnDeadline?: boolean;
   /** Called on the coordinator's thread after each unit is reported with `complete`. */
   onSettled?: (report: PreparationReport) => void;
+  /**
+   * Opt-in: most units it keeps in flight at once, each against its own grant (default 1, as
+   * the coordinator's). Give the coordinator the same `maxInFlight`; a PausePlanner's
+   * `unitsInFlight` (a share of the tier's bandwidth over one unit's) is the figure to use.
+   */
+  maxInFlight?: number;
 }
 
 /** How a unit ended, as the driver reported it to the coordinator. */
@@ -155,7 +162,9 @@ interface Unit {
   reported: boolean;
 }
 
-const OPTION_NAMES = new Set(['coordinator', 'grants', 'worker', 'deadlineMs', 'killOnDeadline', 'onSettled']);
+const OPTION_NAMES = new Set(['coordinator', 'grants', 'worker', 'deadlineMs', 'killOnDeadline', 'onSettled', 'maxInFlight']);
+/** The most units a driver keeps in flight: the coordinator's own bound. */
+const MAX_IN_FLIGHT_LIMIT = 1024;
 const WORKER_OPTION_NAMES = new Set(['filename', 'minThreads', 'maxThreads', 'idleTimeout', 'workerData', 'env', 'execArgv', 'resourceLimits']);
 
 /**
@@ -170,9 +179,10 @@ export const WORKER_FILENAME = ((): string => {
 
 /**
  * Drives a {@link WaitCoordinator}'s units through a pool of worker_threads
- * (piscina): when a unit is queued, nothing is in flight and the grant source
- * grants, it issues the unit with `beginNext(grant)`, runs `prepare` in a
- * worker, and reports `complete` back on the coordinator's thread.
+ * (piscina): when a unit is queued, fewer than `maxInFlight` (default 1) are in
+ * flight and the grant source grants, it issues the unit with
+ * `beginNext(grant)`, runs `prepare` in a worker, and reports `complete` back
+ * on the coordinator's thread.
  *
  * Preparation never runs on the event loop, and nothing here calls the
  * coordinator from inside another coordinator call: `poke()` only schedules,
@@ -194,10 +204,17 @@ export class PreparationDriver {
   readonly #deadlineMs: number | null;
   readonly #killOnDeadline: boolean;
   readonly #onSettled: ((report: PreparationReport) => void) | null;
-  /** The unit not yet reported, if any: the driver keeps at most one. */
-  #current: Unit | null = null;
+  readonly #maxInFlight: number;
+  /** The units not yet reported: at most `maxInFlight`. */
+  readonly #units = new Set<Unit>();
   #acquiring = false;
   #scheduled = false;
+  /**
+   * Set when `beginNext` gave nothing while units were queued (the coordinator is at its own
+   * `maxInFlight`): the coordinator's completed + failed count then. Until a unit completes, a
+   * poke (a grant source's release pokes) does not ask for a grant again, or the two would spin.
+   */
+  #stalledAt = -1;
   #closed = false;
   #forcing = false;
   #idleWaiters: Array<() => void> = [];
@@ -209,7 +226,7 @@ export class PreparationDriver {
     if (!isObject(options)) throw invalidArgument('options', 'an object { coordinator, grants, worker, … }', options);
     rejectUnknownOptions(options, OPTION_NAMES, '');
     // Own properties only: an option inherited from a polluted Object.prototype is not the caller's.
-    const { coordinator, grants, worker, deadlineMs, killOnDeadline, onSettled } = ownOptions(options);
+    const { coordinator, grants, worker, deadlineMs, killOnDeadline, onSettled, maxInFlight } = ownOptions(options);
     if (!isObject(coordinator) || typeof coordinator.beginNext !== 'function' || typeof coordinator.complete !== 'function') {
       throw invalidArgument('coordinator', 'a WaitCoordinator', coordinator);
     }
@@ -222,13 +239,17 @@ export class PreparationDriver {
     if (killOnDeadline !== undefined && typeof killOnDeadline !== 'boolean') throw invalidArgument('killOnDeadline', 'a boolean', killOnDeadline);
     if (killOnDeadline === true && deadlineMs === undefined) throw invalidArgument('killOnDeadline', 'set only with deadlineMs', killOnDeadline);
     if (onSettled !== undefined && typeof onSettled !== 'function') throw invalidArgument('onSettled', 'a function', onSettled);
+    if (maxInFlight !== undefined && (!Number.isSafeInteger(maxInFlight) || maxInFlight < 1 || maxInFlight > MAX_IN_FLIGHT_LIMIT)) {
+      throw invalidArgument('maxInFlight', `an integer in [1, ${MAX_IN_FLIGHT_LIMIT}]`, maxInFlight);
+    }
+    this.#maxInFlight = maxInFlight ?? 1;
     this.#coordinator = coordinator;
     this.#grants = grants;
     this.#deadlineMs = deadlineMs ?? null;
     this.#killOnDeadline = killOnDeadline ?? false;
     this.#onSettled = onSettled ?? null;
     this.#module = moduleUrl(worker);
-    const { filename: _, minThreads = 1, maxThreads = Math.max(2, minThreads), ...rest } = ownOptions(worker);
+    const { filename: _, minThreads = 1, maxThreads = Math.max(this.#maxInFlight + 1, minThreads), ...rest } = ownOptions(worker);
     if (!Number.isSafeInteger(minThreads) || minThreads < 0) throw invalidArgument('worker.minThreads', 'a non-negative integer', minThreads);
     if (!Number.isSafeInteger(maxThreads) || maxThreads < Math.max(1, minThreads)) {
       throw invalidArgument('worker.maxThreads', `an integer >= max(1, minThreads = ${minThreads})`, maxThreads);
@@ -288,12 +309,20 @@ export class PreparationDriver {
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
-  /** Issues the next unit if one is queued, nothing is in flight and a grant comes. */
+  /**
+   * Issues the next unit if one is queued, fewer than `maxInFlight` are in flight (the
+   * coordinator's count: a unit failed by its deadline no longer counts) and a grant comes.
+   * One grant is asked for at a time; each unit started pokes for the next.
+   */
   readonly #pump = (): void => {
     this.#scheduled = false;
-    if (this.#closed || this.#acquiring || this.#current !== null) return;
+    if (this.#closed || this.#acquiring || this.#units.size >= this.#maxInFlight) return;
     const coordinator = this.#coordinator;
-    if (coordinator.closed || coordinator.inFlight !== null || coordinator.stats().queued === 0) return;
+    if (coordinator.closed) return;
+    const { queued, inFlight, completed, failed } = coordinator.stats();
+    if (queued === 0 || inFlight >= this.#maxInFlight) return;
+    if (this.#stalledAt === completed + failed) return;
+    this.#stalledAt = -1;
     let granted: ResourceGrant | null | Promise<ResourceGrant | null>;
     try {
       granted = this.#grants.acquire();
@@ -323,17 +352,21 @@ export class PreparationDriver {
     let work: IssuedWorkUnit | null;
     try {
       // The queue may have emptied, or the driver closed, while an asynchronous grant came.
-      work = this.#closed || this.#current !== null ? null : this.#coordinator.beginNext(grant);
+      work = this.#closed || this.#units.size >= this.#maxInFlight ? null : this.#coordinator.beginNext(grant);
     } catch (error) {
       this.#release(grant);
       throwLater(error);
       return;
     }
     if (work === null) {
+      const { queued, completed, failed } = this.#coordinator.stats();
+      if (queued > 0) this.#stalledAt = completed + failed;
       this.#release(grant);
       return;
     }
     this.#start(work, grant);
+    // Room for another: ask for its grant.
+    this.poke();
   }
 
   #start(work: IssuedWorkUnit, grant: ResourceGrant): void {
@@ -347,7 +380,7 @@ export class PreparationDriver {
       timer: null,
       reported: false,
     };
-    this.#current = unit;
+    this.#units.add(unit);
     this.#stats.started++;
     this.#stats.running++;
     // The abort fires inside onWake/onCancel: the listener only stores and notifies.
@@ -411,7 +444,7 @@ export class PreparationDriver {
   #report(unit: Unit, result: PreparationResult, error: WaitprepError | null, value: unknown): void {
     unit.reported = true;
     unit.work.signal.removeEventListener('abort', unit.onAbort);
-    if (this.#current === unit) this.#current = null;
+    this.#units.delete(unit);
     const completion = this.#coordinator.complete(unit.work, error === null ? { ok: true } : { ok: false, error });
     if (completion === 'stale') this.#stats.stale++;
     const thread = Atomics.load(unit.flag, THREAD);

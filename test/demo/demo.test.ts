@@ -194,6 +194,21 @@ describe('waitprep demo (end to end)', () => {
     expect(JSON.parse(stdout).stats.waits).toBeGreaterThan(0);
   });
 
+  it('--planner: the planner admits every unit, the storage worker gets its eviction values, and the summary stays consistent', () => {
+    const stdout = execFileSync(process.execPath, [bin, 'demo', '--planner', '--seconds', '3', '--json'], { encoding: 'utf8', timeout: 60_000 });
+    const { stats, planner, preparation, drained } = JSON.parse(stdout);
+    expect(stats.waits).toBeGreaterThan(0);
+    // Every onWait the coordinator saw is the planner's; every wake of a pause it admitted went through onWake.
+    expect(stats.waits).toBe(planner.admissions);
+    expect(planner.begins).toBe(planner.wakes + planner.cancels + planner.replaced);
+    expect(stats.wakes).toBe(planner.wakes - planner.wakesWithoutTicket);
+    expect(stats.hits + sum(stats.misses)).toBe(stats.wakes);
+    expect(planner.replans).toBeGreaterThan(0);
+    expect(preparation.storage.valueUpdates).toBeGreaterThan(0);
+    expect(preparation.driver.succeeded).toBe(stats.completed);
+    expect(drained).toBe(true);
+  });
+
   it('--compare replays one trace under no-preparation, fifo-dedup and fifo-no-dedup', () => {
     const stdout = execFileSync(process.execPath, [bin, 'demo', '--compare', '--seconds', '3', '--json'], { encoding: 'utf8', timeout: 90_000 });
     const out = JSON.parse(stdout);
@@ -222,6 +237,9 @@ describe('waitprep demo (end to end)', () => {
   });
 
   it('rejects options --compare does not take, and a malformed number, with exit code 2', () => {
+    const both = spawnSync(process.execPath, [bin, 'demo', '--compare', '--planner'], { encoding: 'utf8' });
+    expect(both.status).toBe(2);
+    expect(both.stderr).toMatch(/--compare runs its own three policies, not --planner/);
     for (const args of [['--compare', '--metrics-port', '0'], ['--compare', '--storage-exit-after', '1'], ['--seconds', 'soon']]) {
       const result = spawnSync(process.execPath, [bin, 'demo', ...args], { encoding: 'utf8' });
       expect(result.status).toBe(2);

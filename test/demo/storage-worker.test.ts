@@ -177,6 +177,43 @@ function rawClient(socketPath: string, { keep = true } = {}) {
   return client;
 }
 
+describe("the storage worker's eviction order (a planner's eviction values)", () => {
+  it('evicts lowest value first, least recently used among equals, never one worth as much as the new artifact; without values, plain LRU', async () => {
+    const name = `wp-order-test-${process.pid}-${Date.now()}`;
+    const arenaDir = `/dev/shm/${name}-arena`;
+    const producer = pkg.openLeaseTable({ name, role: 'producer', implementation: 'js', create: { capacity: 256 } });
+    const size = syntheticSource('00'.repeat(32), TOKENS).length;
+    const storage = startStorage({ table: producer, arenaDir, budgetBytes: Math.floor(3.5 * size) });
+    const keys = [0, 1, 2, 3, 4, 5].map((i) => keyMadeBy(pkg.artifactKey, 100 + i));
+    const prepare = (i: number) => storage.handle({ id: `p${i}`, keyHex: keys[i]!.key.hex, keyBytes: keys[i]!.keyBytes });
+    const resident = (i: number) => producer.peek(keys[i]!.key).kind !== 'miss';
+    try {
+      for (const i of [0, 1, 2]) expect(prepare(i).ok).toBe(true);
+      // 0 is wanted by an admitted pause (1.5), 1 by no open pause (none sent: -1), 2 by an unadmitted one (0.4).
+      const hex = (i: number) => keys[i]!.key.hex;
+      expect(storage.handle({ op: 'eviction-values', values: [[hex(0), 1.5], [hex(2), 0.4], [hex(3), 1.2], [hex(4), 0.2], ['bad', Number.NaN]] })).toEqual({ ok: true, values: 4 });
+      // LRU would evict 0; the order evicts 1.
+      expect(prepare(3).ok).toBe(true);
+      expect([0, 1, 2, 3].map(resident)).toEqual([true, false, true, true]);
+      // 4 (0.2) is worth less than every resident artifact: refused, nothing evicted.
+      const refused = prepare(4);
+      expect(refused.ok).toBe(false);
+      expect(refused.error).toMatch(/worth as much/);
+      expect([0, 2, 3].map(resident)).toEqual([true, true, true]);
+      // Values cleared: least recently used first again (0 is the oldest).
+      expect(storage.handle({ op: 'eviction-values', values: [] })).toEqual({ ok: true, values: 0 });
+      expect(prepare(5).ok).toBe(true);
+      expect([0, 2, 3, 5].map(resident)).toEqual([false, true, true, true]);
+      expect(storage.stats()).toMatchObject({ valueUpdates: 2, prepared: 5, failed: 1 });
+      expect(storage.handle({ op: 'eviction-values', values: 'x' }).ok).toBe(false);
+    } finally {
+      storage.close();
+      producer.close();
+      rmSync(arenaDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe.runIf(runsIf('storage worker process (native)', NATIVE))('storage worker process (native lease table)', () => {
   let child: ChildProcess | null = null;
   let table: LeaseTable | null = null;

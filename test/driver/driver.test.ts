@@ -208,6 +208,58 @@ describe('PreparationDriver: success path', () => {
     expect(coord.onWait(consumer(9), keys[0]!).status).toBe('completed');
   });
 
+  it('with maxInFlight, keeps up to that many units in flight, each on its own grant and worker; one ending starts the next', async () => {
+    const { coord } = setup({ maxInFlight: 3 });
+    const keys = [0, 1, 2, 3].map((n) => makeKey(n, { task: 'hang' }));
+    const tickets = keys.map((key, n) => ticketOf(coord.onWait(consumer(n), key)));
+    const grants = new Grants(8);
+    const marks = marksBuffer();
+    const { driver, reports } = drive(coord, grants, 'prepare-hang.mjs', { maxInFlight: 3, worker: { filename: fixture('prepare-hang.mjs'), workerData: { marks } } });
+    driver.poke();
+    await until(() => expect(driver.stats().running).toBe(3));
+    expect(coord.stats()).toMatchObject({ inFlight: 3, queued: 1 });
+    expect(grants.held).toBe(3);
+    expect(new Set(driver.threads.map((w) => w.threadId)).size).toBeGreaterThanOrEqual(3);
+    // The first unit loses its only consumer: its worker stops at its boundary, the fourth starts.
+    coord.onCancel(tickets[0]!);
+    await until(() => expect(reports).toHaveLength(1));
+    expect(reports[0]!.work.key.hex).toBe(keys[0]!.hex);
+    await until(() => expect(coord.stats()).toMatchObject({ inFlight: 3, queued: 0 }));
+    expect(grants.mostHeld).toBe(3);
+    for (const ticket of tickets.slice(1)) coord.onCancel(ticket);
+    await until(() => expect(reports).toHaveLength(4));
+    await until(() => expect(driver.stats().running).toBe(0));
+    expect(grants.released).toBe(4);
+    expect(driver.stats()).toMatchObject({ started: 4, stale: 0 });
+  });
+
+  it('with more in flight allowed than the coordinator issues, waits for a unit to complete instead of asking for grants again and again', async () => {
+    const { coord } = setup({ maxInFlight: 1 });
+    [0, 1, 2].forEach((n) => coord.onWait(consumer(n), makeKey(n)));
+    const grants = new Grants(4);
+    // A grant source that pokes on every release, as the demo's does: a spin if the driver retried at once.
+    let driverRef: PreparationDriver | null = null;
+    const poking: GrantSource = { acquire: () => grants.acquire(), release: (g) => { grants.release(g); driverRef?.poke(); } };
+    const { driver, reports } = drive(coord, poking, 'prepare-ok.mjs', { maxInFlight: 3 });
+    driverRef = driver;
+    driver.poke();
+    await until(() => expect(reports).toHaveLength(3));
+    expect(reports.map((r) => r.result)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    expect(grants.acquired).toBeLessThanOrEqual(6);
+  });
+
+  it('without maxInFlight, prepares one unit at a time even when the coordinator allows more', async () => {
+    const { coord } = setup({ maxInFlight: 4 });
+    [0, 1, 2].forEach((n) => coord.onWait(consumer(n), makeKey(n)));
+    const grants = new Grants(4);
+    const { driver, reports } = drive(coord, grants, 'prepare-ok.mjs');
+    driver.poke();
+    await until(() => expect(reports).toHaveLength(3));
+    expect(grants.mostHeld).toBe(1);
+    expect(() => new PreparationDriver({ coordinator: coord, grants, worker: { filename: fixture('prepare-ok.mjs') }, maxInFlight: 0 }))
+      .toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'maxInFlight' }));
+  });
+
   it('asks for no grant while nothing is queued', async () => {
     const { coord } = setup();
     const grants = new Grants(1);
