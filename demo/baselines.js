@@ -4,10 +4,11 @@
 //
 //   no-preparation  nothing is prepared, so every wake misses (reason "no-preparation"). Nothing
 //                   in it depends on time: it is counted off the trace instead of replayed.
+//   fifo            the coordinator's default alone (one FIFO queue, one unit in flight),
+//                   replayed on the same trace;
+//   planner         the package's PausePlanner above it (`--planner`), replayed likewise.
 //
-// Once the coordinator has a planner, the run's own policy is the planner and the default FIFO
-// becomes a baseline here: an entry with `replay` (options for DemoRun, as compare.js's
-// replayed policies have) instead of `count`, which readyShares() replays on the same trace.
+// The run's own policy (fifo by default, planner with --planner) is not replayed again.
 
 /** The baselines, in the order the summary lists them. */
 export const BASELINES = Object.freeze([
@@ -18,6 +19,16 @@ export const BASELINES = Object.freeze([
       const wakes = events.reduce((n, event) => n + (event.event === 'wake' ? 1 : 0), 0);
       return { wakes, hits: 0, misses: wakes > 0 ? { 'no-preparation': wakes } : {} };
     },
+  },
+  {
+    name: 'fifo',
+    description: "the coordinator's default: one FIFO queue, waits on one key share one unit, one unit in flight",
+    replay: { planner: false },
+  },
+  {
+    name: 'planner',
+    description: "the package's PausePlanner above the coordinator: keep, prepare or neither per pause",
+    replay: { planner: true },
   },
 ]);
 
@@ -36,10 +47,11 @@ export function wakeOutcomes(summary) {
   return { wakes, hits: summary.stats.hits, misses, readyShare: readyShare(summary.stats.hits, wakes) };
 }
 
-/** Each baseline's wakes, hits, misses and ready share on `events`, by name. */
-export async function runBaselines(events, replay) {
+/** Each baseline's wakes, hits, misses and ready share on `events`, by name; `own` (the run's own policy) is left out. */
+export async function runBaselines(events, replay, own) {
   const out = {};
   for (const baseline of BASELINES) {
+    if (baseline.name === own) continue;
     const counted = baseline.count !== undefined ? baseline.count(events) : wakeOutcomes(await replay(baseline.replay, baseline.name));
     out[baseline.name] = { description: baseline.description, ...counted, readyShare: readyShare(counted.hits, counted.wakes) };
   }

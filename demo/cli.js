@@ -12,7 +12,10 @@ import { generateTrace, loadTraceJsonl } from 'waitprep/trace';
 import { runBaselines, wakeOutcomes } from './baselines.js';
 
 /** The run's own policy, as its summary names it. */
-const OWN_POLICY = { name: 'fifo', description: "the coordinator's default: one FIFO queue, waits on one key share one unit, one unit in flight" };
+/** The run's own policy: the coordinator's default, or the planner with --planner (the other is a baseline). */
+const ownPolicy = (options) => (options.planner
+  ? { name: 'planner', description: "the package's PausePlanner above the coordinator: keep, prepare or neither per pause" }
+  : { name: 'fifo', description: "the coordinator's default: one FIFO queue, waits on one key share one unit, one unit in flight" });
 
 export const DEMO_USAGE = `usage: waitprep demo [options]
 
@@ -158,10 +161,10 @@ export async function demo(args) {
   const output = {
     implementation: summary.implementation,
     implementationReason: summary.implementationReason,
-    policy: OWN_POLICY,
+    policy: ownPolicy(options),
     ...wakeOutcomes(summary),
     ...summary,
-    baselines: await runBaselines(options.events, replay),
+    baselines: await runBaselines(options.events, replay, ownPolicy(options).name),
   };
   if (options.json) process.stdout.write(JSON.stringify(output, null, 2) + '\n');
   else printSummary(output);

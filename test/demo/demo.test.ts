@@ -131,9 +131,14 @@ describe('waitprep demo (end to end)', () => {
     expect(summary.hits).toBe(stats.hits);
     expect(summary.hits + sum(summary.misses)).toBe(summary.wakes);
     expect(summary.readyShare).toBe(summary.wakes > 0 ? summary.hits / summary.wakes : 0);
-    // The baseline, on the same trace, under its own key: nothing prepared, every wake a miss.
-    expect(Object.keys(summary.baselines)).toEqual(['no-preparation']);
+    // The baselines, on the same trace, under their own key: nothing prepared (every wake a miss),
+    // and the planner replayed (the run's own policy, fifo, is not replayed again).
+    expect(Object.keys(summary.baselines)).toEqual(['no-preparation', 'planner']);
     expect(summary.baselines['no-preparation']).toMatchObject({ wakes: traceWakes, hits: 0, readyShare: 0, misses: { 'no-preparation': traceWakes } });
+    const planner = summary.baselines.planner;
+    expect(planner.wakes).toBe(traceWakes);
+    expect(planner.hits + sum(planner.misses)).toBe(planner.wakes);
+    expect(planner.readyShare).toBe(planner.wakes > 0 ? planner.hits / planner.wakes : 0);
   });
 
   it('prints a text summary with one agent count, every outcome defined, and the wake latency in readable units with what it includes', () => {
@@ -149,7 +154,7 @@ describe('waitprep demo (end to end)', () => {
     expect(run.stdout).not.toMatch(/\d{5,} ns/);
     // It ends with the share of next turns that found their context ready, against the baseline.
     const last = run.stdout.trimEnd().split('\n').at(-1)!;
-    const share = /^With waitprep \(policy fifo\), (\d+\.\d)% of next turns \((\d+) of (\d+) wakes\) found their context ready, against 0\.0% with no preparation\.$/.exec(last);
+    const share = /^With waitprep \(policy fifo\), (\d+\.\d)% of next turns \((\d+) of (\d+) wakes\) found their context ready, against 0\.0% with no preparation and (\d+\.\d)% with planner\.$/.exec(last);
     expect(share, last).not.toBeNull();
     expect(Number(share![1])).toBeCloseTo((100 * Number(share![2])) / Number(share![3]), 1);
     // Progress lines report what moves (waits by outcome, consumers waiting), not the queue gauges that sit at 0.
