@@ -32,7 +32,7 @@ const CYCLES = quick ? 500 : 2000;
 const REPLANS = quick ? 5 : 41;
 const GB = 1e9;
 
-/** The generator's tool mix (lib/trace.ts DEFAULT_TOOL_MIX): weight, and lognormal mu, sigma of seconds. */
+/** The generator's tool mix (lib/trace/trace.ts DEFAULT_TOOL_MIX): weight, and lognormal mu, sigma of seconds. */
 const MIX = [['file', 0.6, -3.2, 1.0], ['shell', 0.2, -2.0, 1.6], ['build', 0.17, 1.0, 1.5], ['web', 0.015, 2.4, 0.4], ['subagent', 0.015, 4.5, 0.8]];
 
 /** A deterministic stream (xorshift32) so every run measures the same pauses. */

@@ -33,7 +33,7 @@ export interface Miss {
   readonly kind: 'miss';
   /**
    * Why, e.g. `absent`, `preparing`, `stale-ticket`, `backend-error`: the type
-   * `MissReason` (lib/miss-reasons.ts) lists every reason waitprep gives; a
+   * `MissReason` (lib/coordinator/miss-reasons.ts) lists every reason waitprep gives; a
    * custom backend may give its own.
    */
   readonly reason: string;

@@ -8,7 +8,7 @@
 //   node scripts/gen-chunk-key-vectors.js            # rewrite test/vectors/chunk-keys.json
 //   node scripts/gen-chunk-key-vectors.js --check    # exit 1 if the file is stale
 //
-// The expected values come from ChunkChain (lib/chunk-keys.ts). Before writing, each is checked
+// The expected values come from ChunkChain (lib/keys/chunk-keys.ts). Before writing, each is checked
 // against a second path through the generic encoder: artifactKey() over the fields the spec gives
 // for that chunk (its tokens only, the parent's hex in extra), and every multi-turn vector against
 // the same tokens in one turn, so a regenerated file cannot drift from the spec.

@@ -2,7 +2,7 @@
 // Builds the optional native addon and libwaitprep.so at install time. It never fails the
 // install: without a compiler the JavaScript fallback is used, and `implementation` /
 // `implementationReason` say so at run time. npm hides this script's output, so what happened
-// is also written to build/waitprep-install.json, which the loader (lib/native.ts) reads to
+// is also written to build/waitprep-install.json, which the loader (lib/lease-table/native.ts) reads to
 // say why no addon loaded (no compiler, which build failed and its first error).
 //
 // Order: a prebuild for this platform wins; else cmake-js (when the package's

@@ -74,7 +74,7 @@ export class DemandTable {
    * Open addressing with linear probing: two Int32 per slot, the identity's 32-bit hash and the
    * record number ({@link EMPTY}: an empty slot). A probe compares hashes in the index and reads a
    * record only when they agree, then compares the whole identity (every digest byte, by `hex`),
-   * so two keys that share a hash are never taken for one another (lib/internal/hash-index.ts).
+   * so two keys that share a hash are never taken for one another (lib/coordinator/hash-index.ts).
    */
   #slots: Int32Array;
   #mask: number;

@@ -53,7 +53,7 @@ export class WaitSlots {
   /** Per slot, the {@link requestHash} of its wait's consumer, so a removal finds its index entry without reading the consumer. */
   #requestHashes: Int32Array;
   /**
-   * The (engine, request) index (lib/internal/hash-index.ts): as many entries as slots, so at
+   * The (engine, request) index (lib/coordinator/hash-index.ts): as many entries as slots, so at
    * most half full; an entry's value is a slot. Rebuilt whole when the slots double, since the
    * slots move.
    */

@@ -2,9 +2,9 @@
  * The lease table's binary layout and status codes, mirrored from
  * native/include/waitprep.h. The JavaScript fallback uses these directly;
  * at load the addon's own constants (LAYOUT) and its whole status table
- * (STATUS) are compared with them (lib/native.ts, before the addon is used)
+ * (STATUS) are compared with them (lib/lease-table/native.ts, before the addon is used)
  * so the two can never drift. Miss reasons are named after the MISS_
- * statuses (lib/miss-reasons.ts).
+ * statuses (lib/coordinator/miss-reasons.ts).
  */
 /** 2: wp_unpin returns a status, and ERR_PERMISSION is new. 3: C handles are thread-safe (wp_open_options grew). 4: two-choice placement in buckets of PROBE_WINDOW slots (docs/lease-table.md, "Placement"). A segment of another ABI is refused. */
 export const WP_ABI_VERSION = 4;

@@ -118,7 +118,7 @@ extern "C" {
 
 /* Status codes: 0 is success; every other outcome has a name (wp_status_name). WP_STATUSES
  * lists each once, by name and number, for what must enumerate them: the enum below and the
- * Node-API addon's status table, which lib/native.ts compares with lib/lease-table/layout.ts
+ * Node-API addon's status table, which lib/lease-table/native.ts compares with lib/lease-table/layout.ts
  * at load. */
 #define WP_STATUSES(X)                                        \
   X(WP_OK, 0)                                                 \

@@ -481,7 +481,7 @@ Napi::Object Layout(Napi::Env env) {
   return o;
 }
 
-// Every status code by name, from the header's one list: lib/native.ts keeps the addon out
+// Every status code by name, from the header's one list: lib/lease-table/native.ts keeps the addon out
 // when a status is missing or numbered differently on the JavaScript side.
 Napi::Object Statuses(Napi::Env env) {
   Napi::Object o = Napi::Object::New(env);

@@ -1,4 +1,4 @@
-// Chained chunk keys (lib/chunk-keys.ts, docs/engine-keys.md): the shared vectors, the refusals,
+// Chained chunk keys (lib/keys/chunk-keys.ts, docs/engine-keys.md): the shared vectors, the refusals,
 // a session's turns giving the same chain as one prompt, a turn hashing only its new tokens, a
 // manifest key at every count of digits, and no key holding more than one chunk of tokens.
 import { readFileSync } from 'node:fs';

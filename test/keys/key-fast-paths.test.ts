@@ -1,5 +1,5 @@
-// The fast ways keys are built (lib/chunk-keys.ts writes chunk and manifest encodings straight
-// into a key's store; lib/key.ts reads a key's fields out of its encoding on first use) against
+// The fast ways keys are built (lib/keys/chunk-keys.ts writes chunk and manifest encodings straight
+// into a key's store; lib/keys/key.ts reads a key's fields out of its encoding on first use) against
 // the slow construction they replace: artifactKey() over the fields docs/engine-keys.md gives
 // each chunk and manifest. Same fields, same bytes, same digest, on random chains.
 import { createHash } from 'node:crypto';

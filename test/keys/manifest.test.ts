@@ -1,4 +1,4 @@
-// Manifests (lib/manifest.ts, docs/engine-keys.md#manifests) over both lease-table
+// Manifests (lib/keys/manifest.ts, docs/engine-keys.md#manifests) over both lease-table
 // implementations: published only once every listed chunk is READY, and while a manifest is
 // pinned the producer's helper never evicts a chunk it lists. Plus the manifest bytes.
 import { afterEach, describe, expect, it } from 'vitest';

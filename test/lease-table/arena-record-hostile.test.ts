@@ -1,4 +1,4 @@
-// Arena records under hostile input (lib/arena-record.ts, lib/arena-directory.ts,
+// Arena records under hostile input (lib/lease-table/arena-record.ts, lib/lease-table/arena-directory.ts,
 // docs/arena-records.md): whatever sits at an arena's path (a FIFO, a directory, a link, a sparse
 // file announcing gigabytes) is a mismatch value, returned without blocking or allocating; a
 // malformed meta or argument is ERR_INVALID_ARGUMENT before the file is opened; a lease's meta

@@ -1,4 +1,4 @@
-// Arena records (lib/arena-record.ts, docs/arena-records.md): the location split, the arena
+// Arena records (lib/lease-table/arena-record.ts, docs/arena-records.md): the location split, the arena
 // naming rule, the 96-byte header (the worked example's bytes, which the Python side also
 // writes), and a reader that hands out a payload only when it belongs to the key and the meta;
 // and a record Node writes read back by the Python package.
