@@ -219,6 +219,46 @@ class ReadInto(unittest.TestCase):
 
 
 @needs_library
+class ReadIntoInParts(unittest.TestCase):
+    """A payload of PARALLEL_READ_BYTES or more is read in parts on several threads: every byte lands
+    where it belongs, whatever the part boundaries, and a file that ends early is reported, not hung on."""
+
+    def setUp(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="wp-parts-pytest-")
+        self.addCleanup(shutil.rmtree, self.root, True)
+
+    def test_a_large_payload_read_in_parts_is_the_record_byte_for_byte(self) -> None:
+        from waitprep import _arena_into
+
+        digest = hashlib.sha256(b"parts").digest()
+        # Not a multiple of the part size, of 64 KiB or of a page; every 8-byte word says where it is.
+        n = _arena_into.PARALLEL_READ_BYTES + 3 * 65536 + 1234
+        payload = b"".join(i.to_bytes(8, "little") for i in range(-(-n // 8)))[:n]
+        data, header = encode_arena_record(digest, payload, 0, "raw")
+        os.makedirs(arena_directory("p", self.root))
+        with open(arena_path("p", 0, self.root), "wb") as f:
+            f.write(data)
+        meta = dict(location=arena_location(0, 0), size_bytes=n, checksum=header.checksum)
+        buf = bytearray(n)
+        self.assertEqual(read_arena_record_into("p", digest, meta, buf, root=self.root), header)
+        self.assertEqual(bytes(buf), payload)
+
+    def test_a_file_shorter_than_the_parts_is_a_short_read_not_a_hang(self) -> None:
+        from waitprep import _arena_into
+
+        path = os.path.join(self.root, "short")
+        n = _arena_into.PARALLEL_READ_BYTES + 65536
+        with open(path, "wb") as f:
+            f.write(b"\x01" * (n // 2))
+        fd = os.open(path, os.O_RDONLY)
+        self.addCleanup(os.close, fd)
+        buf = bytearray(n)
+        short = _arena_into._read_parts(fd, memoryview(buf), 0)
+        self.assertIsNotNone(short)
+        self.assertLessEqual(short, n // 2)  # type: ignore[operator]
+        self.assertEqual(bytes(buf[: n // 2]), b"\x01" * (n // 2))
+
+
 class ReadIntoUnderALease(TableCase):
     def test_reads_through_a_lease_meta(self) -> None:
         root = tempfile.mkdtemp(prefix="wp-into-pytest-")
