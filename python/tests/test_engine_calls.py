@@ -218,7 +218,6 @@ class ReadInto(unittest.TestCase):
             self.assertEqual((caught.exception.code, caught.exception.field), ("ERR_INVALID_ARGUMENT", "buffer"))
 
 
-@needs_library
 class ReadIntoInParts(unittest.TestCase):
     """A payload of PARALLEL_READ_BYTES or more is read in parts on several threads: every byte lands
     where it belongs, whatever the part boundaries, and a file that ends early is reported, not hung on."""
@@ -259,6 +258,7 @@ class ReadIntoInParts(unittest.TestCase):
         self.assertEqual(bytes(buf[: n // 2]), b"\x01" * (n // 2))
 
 
+@needs_library
 class ReadIntoUnderALease(TableCase):
     def test_reads_through_a_lease_meta(self) -> None:
         root = tempfile.mkdtemp(prefix="wp-into-pytest-")
