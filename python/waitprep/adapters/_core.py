@@ -156,14 +156,9 @@ class TableClient:
         return self._peek(digest)
 
     def leading_ready(self, digests: Sequence[bytes]) -> int:
-        """How many leading digests are 'ready' now, without pinning any."""
-        peek = self._peek
-        n = 0
-        for digest in digests:
-            if peek(digest) != "ready":
-                break
-            n += 1
-        return n
+        """How many leading digests are 'ready' now, without pinning any: one call into the table
+        (``peek_prefix``), which stops at the first that is not."""
+        return self.table.peek_prefix(digests)
 
     def pin(self, digest: bytes) -> Union[Lease, str]:
         """A Lease, or the miss reason."""
