@@ -14,13 +14,14 @@ import { artifactKey, encodeArtifactKey, keyStore, sealKey, sha256Hex, type Arti
 import { LITTLE_ENDIAN } from './key-fields.js';
 import { writeAscii } from './ascii.js';
 import { isPlainObject, ownField, rejectUnknownOptions } from '../internal/validate.js';
+import { callerExtra, extraEntry, extraName } from './key-parts.js';
 
 /** The `source.extra` name that holds a chunk's parent digest (64 lowercase hex; `""` for the first chunk). */
 export const CHUNK_PARENT_FIELD = 'waitprep.parent';
 /** The `source.extra` name that marks a manifest key; its value is the decimal chunk count. */
 export const MANIFEST_FIELD = 'waitprep.manifest';
 /** `source.extra` names starting with this are the package's own; a caller's extra may not use them. */
-export const RESERVED_EXTRA_PREFIX = 'waitprep.';
+export { RESERVED_EXTRA_PREFIX } from './key-parts.js';
 /** The largest `chunkTokens` a chain takes (2^20). */
 export const MAX_CHUNK_TOKENS = 1 << 20;
 
@@ -115,18 +116,6 @@ interface Template {
   tail: Buffer;
 }
 
-function u32le(value: number): Buffer {
-  const out = Buffer.allocUnsafe(4);
-  out.writeUInt32LE(value, 0);
-  return out;
-}
-
-function extraEntry(name: string, value: string): Buffer {
-  const n = Buffer.from(name, 'utf8');
-  const v = Buffer.from(value, 'utf8');
-  return Buffer.concat([u32le(n.length), n, u32le(v.length), v]);
-}
-
 /**
  * Cuts a session's template out of the package's own encoding of a probe key (one token, root
  * parent), so the bytes a chain writes are the bytes encodeArtifactKey writes by construction;
@@ -147,14 +136,14 @@ function templateOf(probe: ArtifactKeyFields, userExtra: Readonly<Record<string,
   return {
     head: Buffer.from(head),
     extraBefore: Buffer.concat(before.map((n) => extraEntry(n, userExtra[n]!))),
-    parentName: Buffer.concat([u32le(parentName.length), parentName]),
+    parentName: extraName(CHUNK_PARENT_FIELD),
     extraAfter: Buffer.concat(after.map((n) => extraEntry(n, userExtra[n]!))),
     tail: Buffer.from(tail),
   };
 }
 
 /** A manifest marker entry's name length and name (its value, the count, follows). */
-const MANIFEST_NAME = Buffer.concat([u32le(Buffer.byteLength(MANIFEST_FIELD)), Buffer.from(MANIFEST_FIELD, 'utf8')]);
+const MANIFEST_NAME = extraName(MANIFEST_FIELD);
 
 /** A chunk key's encoding and where its manifest marker would go, for {@link manifestKey}. */
 let chunkEncoding: (chunk: ChunkKey) => { bytes: Buffer; extraAt: number; markerAt: number };
@@ -259,16 +248,7 @@ export class ChunkChain {
     }
     this.chunkTokens = chunkTokens;
     this.profile = chunkProfile(ownField(options, 'profile') as ChunkProfile);
-    const given = ownField(options, 'extra');
-    // Without a prototype, so that a name such as `__proto__` is an entry like any other, as in artifactKey().
-    const userExtra = Object.create(null) as Record<string, string>;
-    if (given !== undefined) {
-      if (!isPlainObject(given)) throw invalidArgument('options.extra', 'an object of string -> string', given);
-      for (const [name, value] of Object.entries(given)) {
-        if (name.startsWith(RESERVED_EXTRA_PREFIX)) throw invalidArgument(`options.extra.${name}`, `absent (names starting with "${RESERVED_EXTRA_PREFIX}" are the package's own)`, value);
-        userExtra[name] = value as string;
-      }
-    }
+    const userExtra = callerExtra(ownField(options, 'extra'));
     const probe: ArtifactKeyFields = {
       source: {
         snapshotKind: get('snapshotKind', 'kv-chunk') as string,

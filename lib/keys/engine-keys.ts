@@ -14,7 +14,8 @@
 import { WaitprepError, invalidArgument } from '../errors.js';
 import { writeAscii } from './ascii.js';
 import { isPlainObject, ownField, rejectUnknownOptions } from '../internal/validate.js';
-import { RESERVED_EXTRA_PREFIX, chunkProfile, type ChunkProfile } from './chunk-keys.js';
+import { chunkProfile, type ChunkProfile } from './chunk-keys.js';
+import { callerExtra, extraEntry, extraName } from './key-parts.js';
 import { artifactKey, encodeArtifactKey, keyStore, sealKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 
 /** The engines whose storage keys an {@link EngineKeys} turns into digests. */
@@ -69,26 +70,8 @@ const OPTIONS = new Set([
 const DECIMAL = /^-?(0|[1-9][0-9]*)$/;
 const U32_MAX = 0xffff_ffff;
 
-function u32le(value: number): Buffer {
-  const out = Buffer.allocUnsafe(4);
-  out.writeUInt32LE(value, 0);
-  return out;
-}
-
-function entry(name: string, value: string): Buffer {
-  const n = Buffer.from(name, 'utf8');
-  const v = Buffer.from(value, 'utf8');
-  return Buffer.concat([u32le(n.length), n, u32le(v.length), v]);
-}
-
-/** A name's entry header: its length and bytes (the value's length and bytes follow). */
-function nameOf(name: string): Buffer {
-  const n = Buffer.from(name, 'utf8');
-  return Buffer.concat([u32le(n.length), n]);
-}
-
-const HASH_NAME = nameOf(ENGINE_HASH_FIELD);
-const GROUP_NAME = nameOf(KV_GROUP_FIELD);
+const HASH_NAME = extraName(ENGINE_HASH_FIELD);
+const GROUP_NAME = extraName(KV_GROUP_FIELD);
 
 /**
  * The lowercase hex of a vLLM `OffloadKey`'s block hash and its KV-group index: the key is the
@@ -150,15 +133,7 @@ export class EngineKeys {
     const profile = ownField(options, 'profile') as ChunkProfile;
     this.profile = chunkProfile(profile);
     if (shared) this.profile = chunkProfile({ ...profile, tpDegree: 1, rank: 0 });
-    const given = ownField(options, 'extra');
-    const userExtra = Object.create(null) as Record<string, string>;
-    if (given !== undefined) {
-      if (!isPlainObject(given)) throw invalidArgument('options.extra', 'an object of string -> string', given);
-      for (const [name, value] of Object.entries(given)) {
-        if (name.startsWith(RESERVED_EXTRA_PREFIX)) throw invalidArgument(`options.extra.${name}`, `absent (names starting with "${RESERVED_EXTRA_PREFIX}" are the package's own)`, value);
-        userExtra[name] = value as string;
-      }
-    }
+    const userExtra = callerExtra(ownField(options, 'extra'));
     const reserved: Record<string, string> = { [ENGINE_FIELD]: engine, [ENGINE_HASH_FIELD]: '0' };
     if (engine === 'vllm') reserved[KV_GROUP_FIELD] = '0';
     this.#probe = {
@@ -194,11 +169,11 @@ export class EngineKeys {
     const names = Object.keys(userExtra).sort((a, b) => Buffer.compare(bytesOf(a), bytesOf(b)));
     const first = bytesOf(ENGINE_FIELD);
     this.#before = Buffer.concat([
-      ...names.filter((n) => Buffer.compare(bytesOf(n), first) < 0).map((n) => entry(n, userExtra[n]!)),
-      entry(ENGINE_FIELD, engine),
+      ...names.filter((n) => Buffer.compare(bytesOf(n), first) < 0).map((n) => extraEntry(n, userExtra[n]!)),
+      extraEntry(ENGINE_FIELD, engine),
       HASH_NAME,
     ]);
-    this.#after = Buffer.concat(names.filter((n) => Buffer.compare(bytesOf(n), first) > 0).map((n) => entry(n, userExtra[n]!)));
+    this.#after = Buffer.concat(names.filter((n) => Buffer.compare(bytesOf(n), first) > 0).map((n) => extraEntry(n, userExtra[n]!)));
     const probeKey = engine === 'vllm' ? this.#seal('0', '0') : this.#seal('0', null);
     if (probeKey.hex !== reference.hex) throw new Error('waitprep internal: engine key template disagrees with encodeArtifactKey');
   }
