@@ -22,7 +22,7 @@ import struct
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from ._ints import U32_MAX, int_in, is_int
-from .chunk_keys import RESERVED_EXTRA_PREFIX, Profile, chunk_profile
+from .chunk_keys import RESERVED_EXTRA_PREFIX, Profile, _entry, chunk_profile
 from .errors import WaitprepError, invalid
 from .key import encode as _encode
 
@@ -50,10 +50,6 @@ _U32 = struct.Struct("<I")
 _TOKENS_FIELD = b"\x09\x04\x00\x00\x00\x00\x00\x00\x00"  # tag 0x09, length 4, the token 0
 _HASH_NAME = _U32.pack(len(ENGINE_HASH_FIELD)) + ENGINE_HASH_FIELD.encode("ascii")
 _GROUP_NAME = _U32.pack(len(KV_GROUP_FIELD)) + KV_GROUP_FIELD.encode("ascii")
-
-
-def _entry(name: bytes, value: bytes) -> bytes:
-    return _U32.pack(len(name)) + name + _U32.pack(len(value)) + value
 
 
 def _bad_key(expected: str, got: object) -> WaitprepError:
