@@ -11,23 +11,9 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
-from .arena import (
-    ARENA_RECORD_HEADER_BYTES,
-    DEFAULT_ARENA_ROOT,
-    Mismatch,
-    RecordHeader,
-    _digest,
-    _meta,
-    _mismatch,
-    _open_arena,
-    _pread_fully,
-    arena_path,
-    decode_record_header,
-    record_checksum,
-    split_location,
-)
+from .arena import DEFAULT_ARENA_ROOT, Mismatch, RecordHeader, _read_record
 from .errors import invalid
 
 __all__ = ["read_arena_record_into"]
@@ -122,42 +108,15 @@ def read_arena_record_into(
         raise invalid("buffer", _WRITABLE, buffer)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
-    digest = _digest("key", key)
-    location, size, checksum = _meta(meta, True)
-    if type(verify_checksum) is not bool:
-        raise invalid("verify_checksum", "a bool", verify_checksum)
-    arena, offset = split_location(location)  # type: ignore[arg-type]
-    path = arena_path(table_name, arena, root)
-    opened = _open_arena(arena, path)
-    if isinstance(opened, Mismatch):
-        return opened
-    fd, size_of_file = opened
-    try:
-        if offset + ARENA_RECORD_HEADER_BYTES > size_of_file:
-            return Mismatch("out-of-bounds", "no %d-byte header at offset %d of %s (%d bytes)" % (ARENA_RECORD_HEADER_BYTES, offset, path, size_of_file))
-        header = decode_record_header(_pread_fully(fd, ARENA_RECORD_HEADER_BYTES, offset))
-        if isinstance(header, Mismatch):
-            return header
-        wrong = _mismatch(header, digest, size, checksum)
-        if wrong is not None:
-            return wrong
+
+    def into(fd: int, header: RecordHeader, start: int, path: str) -> "Union[Tuple[RecordHeader, memoryview], Mismatch]":
         length = header.payload_length
-        start = offset + ARENA_RECORD_HEADER_BYTES
-        if start + length > size_of_file:
-            return Mismatch("out-of-bounds", "the payload of %d bytes runs past the end of %s (%d bytes)" % (length, path, size_of_file))
         if length > view.nbytes:
             raise invalid("buffer", "%s of at least the payload's %d bytes" % (_WRITABLE, length), "%d bytes" % view.nbytes)
         target = view[:length]
         short = _read_parts(fd, target, start)
         if short is not None:
             return Mismatch("out-of-bounds", "%s ended after %d of %d payload bytes" % (path, short, length))
-        if verify_checksum:
-            actual = record_checksum(target)
-            if actual != header.checksum:
-                return Mismatch("corrupt-payload", "the payload's checksum is %d, its header says %d" % (actual, header.checksum))
-        return header
-    except OSError as error:
-        # A read the kernel refuses (EIO from a damaged device) is the file's doing, not the caller's.
-        return Mismatch("no-arena", "arena %d (%s) cannot be read: %s" % (arena, path, error.strerror))
-    finally:
-        os.close(fd)
+        return header, target
+
+    return _read_record(table_name, key, meta, root, verify_checksum, into)

@@ -18,7 +18,9 @@ import os
 import re
 import stat
 import struct
-from typing import Any, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Tuple, TypeVar, Union
+
+T = TypeVar("T")
 
 from ._ints import int_in, is_u32, is_u64
 from .errors import WaitprepError, invalid, with_errno
@@ -317,6 +319,33 @@ def read_arena_record(table_name: str, key: object, meta: object, root: str = DE
     that is not a u64, a bad key, table name or root, a non-bool ``verify_checksum``) is
     ``ERR_INVALID_ARGUMENT`` before the file is opened.
     """
+    return _read_record(table_name, key, meta, root, verify_checksum, _read_payload)
+
+
+def _read_payload(fd: int, header: RecordHeader, start: int, path: str) -> "Union[Tuple[ArenaRecord, bytes], Mismatch]":
+    # The most a reader copies into a new buffer, checked before a byte is allocated.
+    if header.payload_length > MAX_ARENA_RECORD_PAYLOAD_BYTES:
+        return Mismatch("out-of-bounds", "the payload of %d bytes is over the %d bytes a reader copies (MAX_ARENA_RECORD_PAYLOAD_BYTES); map the arena to read it"
+                        % (header.payload_length, MAX_ARENA_RECORD_PAYLOAD_BYTES))
+    payload = _pread_fully(fd, header.payload_length, start)
+    if len(payload) < header.payload_length:
+        return Mismatch("out-of-bounds", "%s ended after %d of %d payload bytes" % (path, len(payload), header.payload_length))
+    return ArenaRecord(header, payload), payload
+
+
+def _read_record(
+    table_name: str,
+    key: object,
+    meta: object,
+    root: str,
+    verify_checksum: object,
+    read: "Callable[[int, RecordHeader, int, str], Union[Tuple[T, Any], Mismatch]]",
+) -> "Union[T, Mismatch]":
+    """What both readers share: the arguments checked before the file is opened, the arena opened
+    as a regular file, its header read and checked against the key and meta, the payload's bounds
+    against the file's size; then ``read(fd, header, payload offset, path)`` takes the payload (a
+    new buffer, or the caller's) and returns (the result, the payload's bytes where they landed),
+    whose checksum is checked there unless ``verify_checksum`` is False."""
     digest = _digest("key", key)
     location, size, checksum = _meta(meta, True)
     if type(verify_checksum) is not bool:
@@ -336,19 +365,18 @@ def read_arena_record(table_name: str, key: object, meta: object, root: str = DE
         wrong = _mismatch(header, digest, size, checksum)
         if wrong is not None:
             return wrong
-        # Both bounds before a byte is allocated: the file's size, and the most a reader copies.
-        if header.payload_length > MAX_ARENA_RECORD_PAYLOAD_BYTES:
-            return Mismatch("out-of-bounds", "the payload of %d bytes is over the %d bytes a reader copies (MAX_ARENA_RECORD_PAYLOAD_BYTES); map the arena to read it"
-                            % (header.payload_length, MAX_ARENA_RECORD_PAYLOAD_BYTES))
         start = offset + ARENA_RECORD_HEADER_BYTES
         if start + header.payload_length > file_size:
             return Mismatch("out-of-bounds", "the payload of %d bytes runs past the end of %s (%d bytes)" % (header.payload_length, path, file_size))
-        payload = _pread_fully(fd, header.payload_length, start)
-        if len(payload) < header.payload_length:
-            return Mismatch("out-of-bounds", "%s ended after %d of %d payload bytes" % (path, len(payload), header.payload_length))
-        if verify_checksum and record_checksum(payload) != header.checksum:
-            return Mismatch("corrupt-payload", "the payload's checksum is %d, its header says %d" % (record_checksum(payload), header.checksum))
-        return ArenaRecord(header, payload)
+        got = read(fd, header, start, path)
+        if isinstance(got, Mismatch):
+            return got
+        result, payload = got
+        if verify_checksum:
+            actual = record_checksum(payload)
+            if actual != header.checksum:
+                return Mismatch("corrupt-payload", "the payload's checksum is %d, its header says %d" % (actual, header.checksum))
+        return result
     except OSError as error:
         # A read the kernel refuses (EIO from a damaged device) is the file's doing, not the caller's.
         return Mismatch("no-arena", "arena %d (%s) cannot be read: %s" % (arena, path, error.strerror))
