@@ -566,35 +566,11 @@ export class LeaseTable {
       throw invalidArgument('want.target', 'a device target { device: "GPU-…", arena, arenaGeneration }', (want as { target?: unknown }).target);
     }
     this.#open('tryPinPrefix');
-    // Every read of the caller's `chunks` is here, each element read once, before the table's
-    // reusable buffers are touched: a getter or Proxy trap (and whatever it calls, this table's
-    // own tryPinPrefix, unpinMany or close included) runs before those buffers hold this call's
-    // digests, and each lease is named by the element whose digest it pinned. The length is
-    // checked before anything is sized from it.
-    let n: number;
-    let keys: unknown[] | null = null;
-    if (packed) {
-      n = packedDigestCount(chunks);
-      if (n < 0) throw invalidArgument('chunks', PREFIX_CHUNKS, chunks);
-      if (n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, 32 * n);
-    } else {
-      n = chunks.length;
-      if (n >>> 0 !== n || n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, n);
-      keys = new Array(n);
-      for (let i = 0; i < n; i++) {
-        const key = chunks[i];
-        if (!isArtifactKey(key)) throw notAKey();
-        keys[i] = key;
-      }
-    }
+    const read = this.#readChunks(chunks);
+    const keys = typeof read === 'number' ? null : read;
+    const n = keys === null ? (read as number) : keys.length;
     const handle = this.#open('tryPinPrefix');
-    const batch = this.#batchFor(n);
-    if (keys === null) {
-      if (n > 0) batch.digests.set(chunks as Uint8Array); // n is 0 for a detached buffer, which set() would refuse
-    } else {
-      const into = batch.digestWords;
-      for (let i = 0, at = 0; i < n; i++, at += 8) keyDigestWordsInto(keys[i] as ArtifactKey, into, at);
-    }
+    const batch = this.#loadBatch(chunks as Uint8Array, keys, n);
     const run = handle.tryPinPrefix(batch.digests, n, device, batch.leases);
     if (run < 0) throw statusError(-run, 'tryPinPrefix');
     const views = batch.views;
@@ -723,29 +699,55 @@ export class LeaseTable {
 
   /** Checks a batch of keys or packed digests and copies their digests into the batch buffer; returns how many. */
   #loadPeekBatch(chunks: readonly ArtifactKey[] | Uint8Array): number {
-    const packed = chunks instanceof Uint8Array;
-    if (packed ? chunks.length % 32 !== 0 : !Array.isArray(chunks)) {
-      throw invalidArgument('chunks', 'an array of ArtifactKeys, or a Uint8Array of 32-byte digests back to back', chunks);
+    const read = this.#readChunks(chunks);
+    if (typeof read === 'number') {
+      this.#loadBatch(chunks as Uint8Array, null, read);
+      return read;
     }
-    const n = packed ? chunks.length / 32 : chunks.length;
-    // The same bound as a prefix pin's, checked before anything is sized: a batch's buffers never
-    // grow past MAX_PREFIX_CHUNKS, whatever length an array claims.
-    if (n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, n);
+    this.#loadBatch(chunks as Uint8Array, read, read.length);
+    return read.length;
+  }
+
+  /**
+   * Every read of a caller's `chunks` (for a prefix pin or a batched peek) is here, each element
+   * read once, before the table's reusable buffers are touched: a getter or Proxy trap (and
+   * whatever it calls, this table's own tryPinPrefix, unpinMany or close included) runs before
+   * those buffers hold this call's digests, and each lease is named by the element whose digest
+   * it pinned. The length is checked before anything is sized from it, and read once: the count
+   * of packed digests is returned (a number), or the keys read (a fresh array the caller may reuse).
+   */
+  #readChunks(chunks: readonly ArtifactKey[] | Uint8Array): unknown[] | number {
+    if (chunks instanceof Uint8Array) {
+      const n = packedDigestCount(chunks);
+      if (n < 0) throw invalidArgument('chunks', PREFIX_CHUNKS, chunks);
+      if (n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, 32 * n);
+      return n;
+    }
+    if (!Array.isArray(chunks)) throw invalidArgument('chunks', PREFIX_CHUNKS, chunks);
+    const n = chunks.length;
+    if (n >>> 0 !== n || n > MAX_PREFIX_CHUNKS) throw invalidArgument('chunks.length', PREFIX_TOO_LONG, n);
+    const keys = new Array<unknown>(n);
+    for (let i = 0; i < n; i++) {
+      const key = chunks[i];
+      if (!isArtifactKey(key)) throw notAKey();
+      keys[i] = key;
+    }
+    return keys;
+  }
+
+  /** The batch buffers holding the digests of `n` chunks: `packed` as given, or `keys`' digests. */
+  #loadBatch(packed: Uint8Array, keys: unknown[] | null, n: number): Batch {
     const batch = this.#batchFor(n);
-    if (packed) {
-      batch.digests.set(chunks);
+    if (keys === null) {
+      // set() copies by the array's own internal length, never a getter's; the native call reads n.
+      if (n > 0) batch.digests.set(packed); // n is 0 for a detached buffer, which set() would refuse
     } else {
       const into = batch.digestWords;
-      for (let i = 0, at = 0; i < n; i++, at += 8) {
-        try {
-          keyDigestWordsInto(chunks[i]!, into, at);
-        } catch {
-          throw notAKey();
-        }
-      }
+      for (let i = 0, at = 0; i < n; i++, at += 8) keyDigestWordsInto(keys[i] as ArtifactKey, into, at);
     }
-    return n;
+    return batch;
   }
+
 
   /**
    * The many-lease buffers, grown (never shrunk) to hold `n` leases, and never beyond
