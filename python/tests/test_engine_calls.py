@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import waitprep
@@ -241,6 +242,37 @@ class ReadIntoInParts(unittest.TestCase):
         buf = bytearray(n)
         self.assertEqual(read_arena_record_into("p", digest, meta, buf, root=self.root), header)
         self.assertEqual(bytes(buf), payload)
+
+    @unittest.skipUnless(hasattr(os, "fork"), "os.fork is not available here")
+    def test_a_forked_child_reads_in_parts_after_its_parent_did(self) -> None:
+        from waitprep import _arena_into
+
+        path = os.path.join(self.root, "fork")
+        n = _arena_into.PARALLEL_READ_BYTES + 65536
+        with open(path, "wb") as f:
+            f.write(b"\x02" * n)
+        fd = os.open(path, os.O_RDONLY)
+        self.addCleanup(os.close, fd)
+        self.assertIsNone(_arena_into._read_parts(fd, memoryview(bytearray(n)), 0))  # the parent's pool now exists
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child's outcome is its exit status
+            ok = False
+            try:
+                buf = bytearray(n)
+                ok = _arena_into._read_parts(fd, memoryview(buf), 0) is None and buf == b"\x02" * n
+            finally:
+                os._exit(0 if ok else 1)
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(child, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(child, 9)
+                os.waitpid(child, 0)
+                self.fail("the forked child's read in parts hung")
+            time.sleep(0.01)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
 
     def test_a_file_shorter_than_the_parts_is_a_short_read_not_a_hang(self) -> None:
         from waitprep import _arena_into

@@ -37,6 +37,18 @@ def _read_threads() -> int:
     return max(1, min(MAX_READ_THREADS, cpus))
 
 
+def _forget_pool() -> None:
+    # A forked child inherits the pool object but none of its threads (engines fork their workers:
+    # vLLM's multiprocessing, for one): its first large read would queue parts nobody runs and
+    # wait for ever. The child makes a pool of its own on its first large read instead.
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _executor() -> "concurrent.futures.ThreadPoolExecutor":
     global _pool
     with _pool_lock:
