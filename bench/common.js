@@ -1,5 +1,6 @@
 // What the benchmarks share: the key of bench item `i`, their command line, and the machine
 // description every figure is recorded with.
+import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { artifactKey } from 'waitprep';
 
@@ -63,7 +64,28 @@ export function commandLine(args = process.argv.slice(2)) {
     const at = args.indexOf(`--${name}`);
     return at >= 0 && at + 1 < args.length ? args[at + 1] : fallback;
   };
-  return { flag, option };
+  /** `--name N`, a positive integer, or `fallback`. */
+  const count = (name, fallback) => {
+    const value = Number(option(name, fallback));
+    if (!Number.isInteger(value) || value < 1) throw new Error(`--${name}: a positive integer, got ${option(name, fallback)}`);
+    return value;
+  };
+  return { flag, option, count };
+}
+
+/**
+ * Runs `script` once per implementation, each in a fresh process (`--child IMPL` then
+ * `childArgs`), the implementations from `--impl` (default: every one this install can load);
+ * returns [impl, the child's result (the JSON on its last stdout line)] for each.
+ */
+export function eachImplementation(script, childArgs, impl, available) {
+  const impls = impl === null ? available : impl.split(',');
+  for (const name of impls) if (!available.includes(name)) throw new Error(`--impl: one of ${available.join(', ')}, got ${name}`);
+  return impls.map((name) => {
+    const run = spawnSync(process.execPath, [script, '--child', name, ...childArgs], { encoding: 'utf8' });
+    if (run.status !== 0) throw new Error(`the ${name} run failed (${run.status ?? run.signal}): ${run.stderr}`);
+    return [name, JSON.parse(lastLine(run.stdout))];
+  });
 }
 
 /** Date, CPU, cores and Node version, plus whatever the benchmark adds. */

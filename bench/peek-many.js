@@ -13,20 +13,13 @@
 //
 // A benchmark, not a test: it checks its own results (every chunk found ready, every time) and
 // never judges a time.
-import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { implementation, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { EXCHANGE } from 'waitprep/layout';
 import { nativeAddon } from 'waitprep/testing';
-import { benchEnv, benchKey, commandLine, lastLine } from './common.js';
+import { benchEnv, benchKey, commandLine, eachImplementation } from './common.js';
 
-const { option } = commandLine();
-const args = process.argv.slice(2);
-function count(name, fallback) {
-  const value = Number(option(name, fallback));
-  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name}: a positive integer, got ${option(name, fallback)}`);
-  return value;
-}
+const { flag, option, count } = commandLine();
 const chunks = count('chunks', 128);
 const iterations = count('iterations', 20000);
 const rounds = count('rounds', 7);
@@ -96,20 +89,13 @@ if (child !== null) {
   process.stdout.write(JSON.stringify(measure(child)) + '\n');
 } else {
   const available = implementation === 'native' ? ['native', 'js'] : ['js'];
-  const impls = option('impl', available.join(',')).split(',');
-  for (const impl of impls) if (!available.includes(impl)) throw new Error(`--impl: one of ${available.join(', ')}, got ${impl}`);
+  const childArgs = ['--chunks', String(chunks), '--iterations', String(iterations), '--rounds', String(rounds)];
   const results = [];
-  for (const impl of impls) {
-    const run = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--child', impl, '--chunks', String(chunks), '--iterations', String(iterations), '--rounds', String(rounds)], {
-      encoding: 'utf8',
-    });
-    if (run.status !== 0) throw new Error(`the ${impl} run failed (${run.status ?? run.signal}): ${run.stderr}`);
-    for (const { way, ns, floor } of JSON.parse(lastLine(run.stdout))) {
-      results.push({ implementation: impl, way, ns_per_batch: ns, floor_ns: floor, x_floor: floor ? ns / floor : null });
-    }
+  for (const [impl, result] of eachImplementation(fileURLToPath(import.meta.url), childArgs, option('impl', null), available)) {
+    for (const { way, ns, floor } of result) results.push({ implementation: impl, way, ns_per_batch: ns, floor_ns: floor, x_floor: floor ? ns / floor : null });
   }
   const env = benchEnv({ chunks, iterations, rounds });
-  if (args.includes('--json')) {
+  if (flag('json')) {
     process.stdout.write(JSON.stringify({ env, results }) + '\n');
   } else {
     console.log(`batched peek of ${chunks} READY chunks — ${env.date}, ${env.cpu} (${env.cores} cores), Node ${env.node}; median of ${rounds} rounds, CPU time`);
