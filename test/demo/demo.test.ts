@@ -103,7 +103,7 @@ describe('waitprep demo --help', () => {
 
 describe('waitprep demo (end to end)', () => {
   it('replays a short trace and ends with a consistent JSON summary, nothing else on stdout', () => {
-    const stdout = execFileSync(process.execPath, [bin, 'demo', '--seconds', '3', '--json'], { encoding: 'utf8', timeout: 60_000 });
+    const stdout = execFileSync(process.execPath, [bin, 'demo', '--seconds', '3', '--json'], { encoding: 'utf8', timeout: 110_000 });
     const summary = JSON.parse(stdout);
     const { stats, preparation } = summary;
     expect(['native', 'js']).toContain(summary.implementation);
@@ -142,7 +142,7 @@ describe('waitprep demo (end to end)', () => {
   });
 
   it('prints a text summary with one agent count, every outcome defined, and the wake latency in readable units with what it includes', () => {
-    const run = spawnSync(process.execPath, [bin, 'demo', '--seconds', '3'], { encoding: 'utf8', timeout: 60_000 });
+    const run = spawnSync(process.execPath, [bin, 'demo', '--seconds', '3'], { encoding: 'utf8', timeout: 110_000 });
     expect(run.status).toBe(0);
     const all = run.stdout + run.stderr;
     const agentCounts = new Set([...all.matchAll(/(\d+) agents?\b/g)].map((m) => m[1]));
@@ -200,7 +200,7 @@ describe('waitprep demo (end to end)', () => {
   });
 
   it('--planner: the planner admits every unit, the storage worker gets its eviction values, and the summary stays consistent', () => {
-    const stdout = execFileSync(process.execPath, [bin, 'demo', '--planner', '--seconds', '3', '--json'], { encoding: 'utf8', timeout: 60_000 });
+    const stdout = execFileSync(process.execPath, [bin, 'demo', '--planner', '--seconds', '3', '--json'], { encoding: 'utf8', timeout: 110_000 });
     const { stats, planner, preparation, drained } = JSON.parse(stdout);
     expect(stats.waits).toBeGreaterThan(0);
     // Every onWait the coordinator saw is the planner's; every wake of a pause it admitted went through onWake.
