@@ -139,7 +139,7 @@ export function replay(trace, preset, policy, { seed, sampleSeconds = 10, onProg
   sim.storage = new Storage(sim);
   sim.original = new OriginalPath(sim);
   sim.runtime = policy.runtime === 'oracle-jit' ? oracleJitRuntime(sim)
-    : policy.runtime === 'planner' ? plannerRuntime(sim, { prepares: policy.prepares })
+    : policy.runtime === 'planner' ? plannerRuntime(sim, { prepares: policy.prepares, options: policy.plannerOptions })
     : ruleRuntime(sim);
   sim.coordinator = new WaitCoordinator({
     backend: sim.storage.backend,

@@ -15,7 +15,8 @@ const TIER_SHARE = 0.25;
 /** How often the orchestrator calls replan, in seconds of virtual time. */
 export const REPLAN_SECONDS = 1;
 
-export function plannerRuntime(sim, { prepares }) {
+/** `options`: PausePlanner options over the defaults (a policy's `plannerOptions`, for tuning runs). */
+export function plannerRuntime(sim, { prepares, options = {} }) {
   const { preset, q } = sim;
   const links = { tierBytesPerSec: preset.sourceBytesPerSec, unitBytesPerSec: preset.perUnitBytesPerSec };
   let planner = null;
@@ -54,7 +55,7 @@ export function plannerRuntime(sim, { prepares }) {
   };
 
   const runtime = {
-    maxInFlight: prepares ? plannedUnitsInFlight(links, 64, TIER_SHARE) : 1,
+    maxInFlight: prepares ? plannedUnitsInFlight(links, 64, options.tierShare ?? TIER_SHARE) : 1,
     start() {
       planner = new PausePlanner({
         coordinator: sim.coordinator,
@@ -68,6 +69,7 @@ export function plannerRuntime(sim, { prepares }) {
         unitOverheadSeconds: preset.unitOverheadSec,
         tierShare: TIER_SHARE,
         now: () => q.now * 1000,
+        ...options,
       });
       // The engine reports what its priority eviction dropped (as engines' KV events do).
       sim.gpus.onDropped = (w) => {

@@ -212,6 +212,19 @@ const MEAN_BYTES_WINDOW = 256;
 const CUTOFF_WEIGHT = 0.05;
 /** Below this a score is a tie: sort keys keep 2^24 levels of it. */
 const SCORE_LEVELS = 2 ** 24;
+/**
+ * A prepared pause hits only if its unit is done before it ends: the unit's estimate times this,
+ * for the units queued ahead of it.
+ */
+const UNIT_SLACK = 2;
+/**
+ * The hit density's time scale: a pause's value for the arena is its chance to hit over (1 + its
+ * expected holding time / this), so that among likely pauses the one that frees its room soonest
+ * ranks first, and holding times well under it count alike.
+ */
+const HOLD_SCALE_SECONDS = 0.6;
+/** Sort key of an admitted pause whose unit has moved its bytes: a replan keeps it. */
+const KEPT_KEY = 4;
 
 /**
  * The units in flight that fill `share` of the tier: that share of its bandwidth over one unit's,
@@ -220,7 +233,8 @@ const SCORE_LEVELS = 2 ** 24;
  * preparation would otherwise slow down.
  */
 export function plannedUnitsInFlight(links: PlannerLinks, max = 64, share = 1): number {
-  return Math.max(1, Math.min(max, Math.floor((share * links.tierBytesPerSec) / links.unitBytesPerSec)));
+  const fit = links.tierBytesPerSec / links.unitBytesPerSec;
+  return Math.max(1, Math.min(max, Math.max(Math.floor(share * fit), Math.min(2, Math.floor(fit)))));
 }
 
 /** Where admitted pauses' artifacts go: the host arena, or one engine's device pool. */
@@ -405,13 +419,13 @@ export class PausePlanner<Ticket = unknown> {
     // Staging of the units in flight comes out of the arena first.
     this.#arenaBudget = Math.max(0, positive('budgets.arenaBytes', budgets.arenaBytes, true) - this.#unitsInFlight * staging);
     this.#horizon = positive('horizonSeconds', options.horizonSeconds ?? 10);
-    const threshold = options.prepareThreshold ?? 0.5;
+    const threshold = options.prepareThreshold ?? 0.47;
     if (typeof threshold !== 'number' || !(threshold >= 0 && threshold <= 1)) throw invalidArgument('prepareThreshold', 'a number in [0, 1]', threshold);
     this.#threshold = threshold;
     const minScore = options.minScore ?? 0;
     if (typeof minScore !== 'number' || !(minScore >= 0 && minScore <= 1)) throw invalidArgument('minScore', 'a number in [0, 1]', minScore);
     this.#minScore = minScore;
-    const hysteresis = options.hysteresis ?? 2;
+    const hysteresis = options.hysteresis ?? 4.5;
     if (typeof hysteresis !== 'number' || !(hysteresis >= 1) || !Number.isFinite(hysteresis)) throw invalidArgument('hysteresis', 'a finite number >= 1', hysteresis);
     this.#hysteresis = hysteresis;
     const bytesExponent = options.bytesExponent ?? 0.5;
@@ -602,7 +616,9 @@ export class PausePlanner<Ticket = unknown> {
       }
       if (p.ticket === undefined && (!p.eligible || p.score < this.#minScore)) continue;
       // Descending by score (hysteresis for the admitted), ties by age: key = level, then index.
-      const score = p.ticket !== undefined ? p.score * this.#protection(p, now) : p.score;
+      // An admitted pause whose bytes have moved is not withdrawn by a replan: only a newcomer
+      // that needs its room and beats it (begin, retentionDropped) displaces it.
+      const score = p.ticket === undefined ? p.score : this.#sunk(p, now) ? KEPT_KEY : p.score * this.#hysteresis;
       keys[candidates++] = Math.floor(Math.min(score, 4) * SCORE_LEVELS) * 2 ** 25 + (2 ** 25 - 1 - i);
     }
     for (const engine of this.#engines.values()) {
@@ -716,10 +732,17 @@ export class PausePlanner<Ticket = unknown> {
     const stats = this.#stats;
     const alive = stats.survival(p.cls, age);
     const known = alive > 1e-12;
-    const hazard = known ? 1 - Math.min(1, stats.survival(p.cls, age + this.#horizon) / alive) : 0;
-    p.hazard = hazard;
-    p.score = this.#bytesExponent === 0 ? hazard : Math.min(1, hazard * (this.#meanBytes / Math.max(1, p.bytes)) ** this.#bytesExponent);
-    p.eligible = (known ? Math.min(1, stats.survival(p.cls, age + p.unitSeconds) / alive) : 1) >= this.#threshold;
+    const horizon = this.#horizon;
+    const ending = known ? Math.min(1, stats.survival(p.cls, age + horizon) / alive) : 1;
+    const outlasts = known ? Math.min(1, stats.survival(p.cls, age + p.unitSeconds) / alive) : 1;
+    p.hazard = 1 - ending;
+    p.eligible = outlasts >= this.#threshold;
+    // Its hit density: P(it ends within the horizon, but not before its unit could be done) over
+    // how long it would hold its room meanwhile (plus HOLD_SCALE_SECONDS).
+    const done = known ? Math.min(1, stats.survival(p.cls, age + UNIT_SLACK * p.unitSeconds) / alive) : 1;
+    const hits = Math.max(0, done - ending);
+    const value = known ? hits / (1 + stats.expectedWithin(p.cls, age, horizon, alive) / HOLD_SCALE_SECONDS) : 0;
+    p.score = this.#bytesExponent === 0 ? value : Math.min(1, value * (this.#meanBytes / Math.max(1, p.bytes)) ** this.#bytesExponent);
   }
 
   /** The hint for a kept pause: its hazard as a priority 1-100, and how long keeping it stays likely worth it. */
@@ -765,8 +788,12 @@ export class PausePlanner<Ticket = unknown> {
    * its unit has had time to move its bytes (withdrawing it then throws that work away).
    */
   #protection(p: Pause, now: number): number {
-    const sunk = now - p.admittedAt >= 1000 * p.unitSeconds;
-    return sunk ? this.#hysteresis * this.#hysteresis : this.#hysteresis;
+    return this.#sunk(p, now) ? this.#hysteresis * this.#hysteresis : this.#hysteresis;
+  }
+
+  /** Whether an admitted pause's unit has had time to move its bytes (withdrawing it would waste them). */
+  #sunk(p: Pause, now: number): boolean {
+    return now - p.admittedAt >= 1000 * p.unitSeconds;
   }
 
   #allPools(): AdmitPool[] {

@@ -29,6 +29,19 @@ function edge(i: number): number {
   return EDGES[i]!;
 }
 
+/**
+ * The integral of a survival function from 0 to `seconds`, from its values at the bin edges
+ * (`integral`, as WaitLengthStats builds it): linear between edges, flat past the last.
+ */
+function integralAt(integral: Float64Array, seconds: number): number {
+  if (!(seconds > MIN_SECONDS)) return integral[0]! * Math.max(0, seconds) / MIN_SECONDS;
+  const at = Math.log2(seconds / MIN_SECONDS) * BINS_PER_DOUBLING;
+  if (at >= BINS) return integral[BINS]!;
+  const i = Math.floor(at);
+  const lo = EDGES[i]!;
+  return integral[i]! + ((integral[i + 1]! - integral[i]!) * (seconds - lo)) / (EDGES[i + 1]! - lo);
+}
+
 /** Options of {@link WaitLengthStats}. */
 export interface WaitLengthStatsOptions {
   /** Most classes kept apart; later names share one overflow class. Default 256. */
@@ -194,6 +207,42 @@ export class WaitLengthStats {
       else lo = mid + 1;
     }
     return Math.max(0, edge(lo) - age);
+  }
+
+  /**
+   * E[min(remaining, horizon)] for a wait of `cls` aged `age`: how long, on average, something
+   * held for it until it ends (or for at most `horizon` seconds) is held. A wait older than
+   * anything seen is taken to go on (`horizon`). From the integral of the class's survival over
+   * the bin edges, kept per class and rebuilt once the statistics have seen 1/64 more waits (at
+   * least 16); between edges it is interpolated. `alive`: P(it lasts to `age`), when the caller
+   * has it already.
+   */
+  expectedWithin(cls: WaitClass, age: number, horizon: number, alive = this.survival(cls, age)): number {
+    if (alive <= 1e-12) return horizon;
+    const integral = this.#integralOf(cls);
+    const held = (integralAt(integral, age + horizon) - integralAt(integral, age)) / alive;
+    return Math.min(horizon, Math.max(0, held));
+  }
+
+  /** Per class, the integral of its survival from 0 to each bin edge, and when it was built. */
+  readonly #integrals = new Map<WaitClass, { learned: number; values: Float64Array }>();
+
+  #integralOf(cls: WaitClass): Float64Array {
+    const learned = this.#all.observations;
+    const cached = this.#integrals.get(cls);
+    if (cached !== undefined && learned - cached.learned < Math.max(16, cached.learned / 64)) return cached.values;
+    // values[0] = the integral over [0, 1 ms), values[i + 1] = the integral up to edge(i + 1).
+    const values = cached?.values ?? new Float64Array(BINS + 1);
+    let previous = this.survival(cls, 0);
+    values[0] = MIN_SECONDS * ((previous + this.survival(cls, MIN_SECONDS)) / 2);
+    previous = this.survival(cls, MIN_SECONDS);
+    for (let i = 0; i < BINS; i++) {
+      const next = this.survival(cls, edge(i + 1));
+      values[i + 1] = values[i]! + (edge(i + 1) - edge(i)) * ((previous + next) / 2);
+      previous = next;
+    }
+    this.#integrals.set(cls, { learned, values });
+    return values;
   }
 
   /** The median length of a class's waits, to a bin's width (Infinity before any is seen). */

@@ -103,6 +103,26 @@ describe('planner: online wait-length statistics', () => {
     expect(() => new WaitLengthStats({ halfLife: 0 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARGUMENT', field: 'halfLife' }));
   });
 
+  it('expected holding time: E[min(remaining, horizon) | age], from what ended; the horizon when nothing says it ends', () => {
+    const stats = new WaitLengthStats({ priorWeight: 0 });
+    const cls = stats.classOf('x');
+    // Half end at 2 s, half at 8 s.
+    for (let i = 0; i < 400; i++) stats.observe(cls, i % 2 === 0 ? 2 : 8);
+    // From the start: half of them held 2 s, half 8 s (a bin's width, 19%, of slack).
+    expect(stats.expectedWithin(cls, 0, 20)).toBeGreaterThan(4);
+    expect(stats.expectedWithin(cls, 0, 20)).toBeLessThan(6);
+    // Capped by the horizon.
+    expect(stats.expectedWithin(cls, 0, 1)).toBeCloseTo(1, 1);
+    // Past the 2 s ones, only the 8 s ones are left: about 5 s more from age 3.
+    expect(stats.expectedWithin(cls, 3, 20)).toBeGreaterThan(4);
+    expect(stats.expectedWithin(cls, 3, 20)).toBeLessThan(6);
+    // Older than anything seen: nothing says it ends.
+    expect(stats.expectedWithin(cls, 100, 20)).toBe(20);
+    // A new observation moves it once enough have been seen (the integral is rebuilt in steps).
+    for (let i = 0; i < 2000; i++) stats.observe(cls, 0.5);
+    expect(stats.expectedWithin(cls, 0, 20)).toBeLessThan(2);
+  });
+
   it('keeps its weights finite however long it runs (renormalising the forgetting)', () => {
     const stats = new WaitLengthStats({ halfLife: 1 });
     const cls = stats.classOf('x');
