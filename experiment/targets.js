@@ -1,8 +1,8 @@
 // The planner's targets, checked against an experiment's output as they are stated (docs/planner.md
-// § Targets): at 1,000 agents, `planner` reaches a share of oracle-jit's hits and wastes at most a
-// share of the bytes it prepared, per trace; on no (trace, preset, size) is its p95 next-turn
-// latency above `none`'s or `keep-gpu-10s`'s; at 5,000 agents it is never more than 2 points
-// below the best other policy. A cell where any policy's hits exceed oracle-jit's is flagged: the
+// § Targets): at 1,000 agents, `planner` reaches a share of oracle-jit's hits, wastes at most a
+// share of the bytes it prepared, per trace, and its p95 next-turn latency is not above `none`'s
+// or `keep-gpu-10s`'s; at 5,000 agents it is never more than 2 points below the best other
+// policy. The same p95 comparison at other sizes is reported beside them, not counted as a target. A cell where any policy's hits exceed oracle-jit's is flagged: the
 // bound is a bound of its own schedule, not of every policy. Each figure is the mean over seeds.
 
 /** What the planner must reach, by trace: generator, the shipped Mooncake trace, any other. */
@@ -56,7 +56,10 @@ export function checkTargets(output) {
     for (const other of ['none', 'keep-gpu-10s']) {
       const s = by.get(other);
       if (s === undefined) continue;
-      checks.push({ ...at, what: `p95 at most ${other}'s`, figure: planner.latencyP95.mean, target: s.latencyP95.mean, met: planner.latencyP95.mean <= s.latencyP95.mean, atMost: true, show: ms });
+      checks.push({
+        ...at, what: `p95 at most ${other}'s`, figure: planner.latencyP95.mean, target: s.latencyP95.mean, met: planner.latencyP95.mean <= s.latencyP95.mean, atMost: true, show: ms,
+        ...(run.agents === 1000 ? {} : { reported: true }),
+      });
     }
     if (run.agents === 5000) {
       let best = null;
@@ -69,13 +72,20 @@ export function checkTargets(output) {
   return { trace: t.name, checks, flags };
 }
 
-/** The checks as text lines: each figure against its target, met or NOT MET; then the flagged cells. */
+/**
+ * The checks as text lines: each figure against its target, met or NOT MET (a comparison reported
+ * beside the targets: `below` or `ABOVE`); then the flagged cells.
+ */
 export function formatTargets(output) {
   const { trace, checks, flags } = checkTargets(output);
   if (checks.length === 0 && flags.length === 0) return '';
   const lines = ['', `Targets (${trace} trace; docs/planner.md § Targets), means over seeds:`];
   for (const c of checks) {
-    lines.push(`  ${c.met ? 'met    ' : 'NOT MET'}  ${c.preset}, ${c.agents} agents: planner ${c.what}: ${c.show(c.figure)} (target ${c.atMost ? '<=' : '>='} ${c.show(c.target)})`);
+    if (c.reported) {
+      lines.push(`  ${c.met ? 'below  ' : 'ABOVE  '}  ${c.preset}, ${c.agents} agents: planner ${c.what}: ${c.show(c.figure)} (${c.show(c.target)}; reported, not a target)`);
+    } else {
+      lines.push(`  ${c.met ? 'met    ' : 'NOT MET'}  ${c.preset}, ${c.agents} agents: planner ${c.what}: ${c.show(c.figure)} (target ${c.atMost ? '<=' : '>='} ${c.show(c.target)})`);
+    }
   }
   for (const f of flags) {
     lines.push(`  flagged  ${f.preset}, ${f.agents} agents: ${f.policy} beats oracle-jit on some seed (${f.ofBound.toFixed(2)} of its hits on average): oracle-jit's schedule is not optimal there (docs/planner.md § The bound)`);

@@ -58,14 +58,19 @@ describe('experiment: the planner\'s targets and docs/planner.md', () => {
       presets: ['70b-b300-pcie6'], agents: [1000, 5000].map((n) => n / 50), seconds: 300, seeds: [1], trace: 'generator',
       mooncakeFile: '', sharedPrefixTokens: 0, policies: ['none', 'keep-gpu-10s', 'fifo-1', 'planner', 'oracle-jit'], sampleSeconds: 10,
     });
-    // Sizes other than 1,000 and 5,000 get only the tail rule.
+    // Sizes other than 1,000 and 5,000 get only the tail comparison, reported, not a target.
     const { trace, checks } = checkTargets(output);
     expect(trace).toBe('generator');
     expect(checks.map((c) => c.what)).toEqual(["p95 at most none's", "p95 at most keep-gpu-10s's", "p95 at most none's", "p95 at most keep-gpu-10s's"]);
     for (const c of checks) expect(c.met).toBe(c.figure <= c.target);
+    expect(checks.every((c) => c.reported === true)).toBe(true);
+    expect(formatTargets(output)).toMatch(/^ {2}(below {2}|ABOVE {2}) {2}70b-b300-pcie6, 20 agents: planner p95 at most none's: \d+ ms \(\d+ ms; reported, not a target\)$/m);
     // The same object relabelled at 1,000 and 5,000 agents gets every check.
     const relabelled = { ...output, runs: output.runs.map((r, i) => ({ ...r, agents: [1000, 5000][i] })) };
-    const all = checkTargets(relabelled).checks.map((c) => c.what);
+    const relabelledChecks = checkTargets(relabelled).checks;
+    const all = relabelledChecks.map((c) => c.what);
+    // The tail rule is a target at 1,000 agents; at 5,000 it is reported.
+    expect(relabelledChecks.filter((c) => c.what.startsWith('p95')).map((c) => [c.agents, c.reported === true])).toEqual([[1000, false], [1000, false], [5000, true], [5000, true]]);
     expect(all).toContain('hits of oracle-jit');
     expect(all).toContain('wasted share of prepared bytes');
     expect(all.some((w) => w.startsWith('hit rate within 2 points of the best other'))).toBe(true);
