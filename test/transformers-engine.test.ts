@@ -67,6 +67,22 @@ describe.runIf(runsIf('transformers engine', [found.ok, found.reason ?? '']))('e
       expect(report.bytes.arenaToEngine).toBeGreaterThan(0);
       expect(report.pinnedSlotsAtEnd).toBe(0);
     }, 300_000);
+
+    it('a tiny replay with the planner: it admits through the coordinator, the storage tier evicts by its values, hits keep the same output', async () => {
+      // An arena of about three contexts: preparing one evicts another.
+      const report = await runReplay({ profile: 'tiny', seed: 3, cacheTokens: 0, settleBeforeWake: true, timeScale: 0.05, planner: true, arenaTokens: 1200 });
+      expect(report.planner).toBe(true);
+      expect(report.plannerStats.begins).toBe(report.wakes);
+      expect(report.plannerStats.admissions).toBeGreaterThan(0);
+      expect(report.storage.valueUpdates).toBeGreaterThan(0);
+      expect(report.storage.valueUpdates).toBe(report.plannerStats.evictionValueUpdates);
+      expect(report.storage.evicted).toBeGreaterThan(0);
+      expect(report.byWake.hit).toBeGreaterThan(0);
+      expect(report.byPath.leased).toBe(report.byWake.hit);
+      expect(report.sameOutput.sameTokens).toBe(report.byWake.hit);
+      expect(report.preparation.byResult.failed ?? 0).toBe(0);
+      expect(report.pinnedSlotsAtEnd).toBe(0);
+    }, 300_000);
   });
 });
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm run e2e:transformers [-- --profile tiny|large --seed N --agents N --time-scale X --max-wait S --threads N --late-lookup --json]
+// npm run e2e:transformers [-- --profile tiny|large --seed N --agents N --time-scale X --max-wait S --threads N --late-lookup --planner --json]
 //
 // Creates the example's venv when it is missing (torch and transformers from whatever index this
 // machine's pip reaches), then replays agent sessions against the engine and prints the report:
@@ -20,12 +20,13 @@ const { values } = parseArgs({
     'max-wait': { type: 'string' },
     threads: { type: 'string' },
     'late-lookup': { type: 'boolean', default: false },
+    planner: { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (values.help) {
-  console.log(`usage: npm run e2e:transformers -- [--profile ${Object.keys(PROFILES).join('|')}] [--seed N] [--agents N] [--time-scale X] [--max-wait S] [--threads N] [--late-lookup] [--json]`);
+  console.log(`usage: npm run e2e:transformers -- [--profile ${Object.keys(PROFILES).join('|')}] [--seed N] [--agents N] [--time-scale X] [--max-wait S] [--threads N] [--late-lookup] [--planner] [--json]`);
   process.exit(0);
 }
 if (!(values.profile in PROFILES)) {
@@ -50,6 +51,7 @@ const report = await runReplay({
   maxWaitS: number(values['max-wait']),
   threads: number(values.threads),
   lateLookup: values['late-lookup'],
+  planner: values.planner,
   log: (line) => console.error(line),
 });
 report.versions = venv.versions;

@@ -17,6 +17,13 @@
 //     lease exactly and rebuilds the DynamicCache from the arena, else recomputes
 //     the orchestrator closes its lease once the engine says it holds its own pin (or answered)
 //
+// With `planner`, a PausePlanner (waitprep's) decides instead of admitting every call: each call
+// is a pause it begins (its tool class, its context's KV bytes), wakes or cancels; it admits
+// through the same coordinator, replans every REPLAN_MS, and after each replan the storage tier
+// gets its eviction values, so it evicts what no pause likely to wake soon wants first. Keeping KV
+// on the "GPU" is the engine's own LRU here, which takes no hints: the planner's retention budget
+// is 0 and every pause is a candidate for preparation.
+//
 // Traces come with replaceFraction 0: a replacing wait's context (the old one plus a steering
 // message) is a context no turn computed, so the engine has no KV of it to save.
 import { spawn } from 'node:child_process';
@@ -25,7 +32,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PreparationDriver, WaitCoordinator, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
+import { PausePlanner, PreparationDriver, WaitCoordinator, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
 import { generateTrace, keyFromSpec, specTokenLayout } from 'waitprep/trace';
 import { nearestRank } from '../../experiment/percentile.js';
 import { EXAMPLE_DIR, pythonEnv, venvPython } from './venv.mjs';
@@ -73,6 +80,16 @@ export const PROFILES = Object.freeze({
     checkEvery: 1,
   },
 });
+
+/** How often the planner replans and the storage tier gets its eviction values, with `planner`. */
+export const REPLAN_MS = 250;
+
+/**
+ * The links the planner is told of, with `planner`: a STAND-IN for this host's disk tier and one
+ * unit (a page-cache read and a copy into /dev/shm), not a measurement; they set its units in
+ * flight (two) and each unit's estimated time.
+ */
+const PLANNER_LINKS = Object.freeze({ tierBytesPerSec: 2e9, unitBytesPerSec: 1e9 });
 
 /** A Python child speaking one JSON object a line; requests are answered in order. */
 class PythonChild {
@@ -177,8 +194,10 @@ const mean = (values) => (values.length === 0 ? null : sum(values) / values.leng
  * prefix up again by digest when it reaches the turn, as an engine's scheduler-time lookup
  * would; off by default: a miss recomputes), `cacheTokens` (the engine LRU's budget, overriding the
  * profile's; 0 keeps nothing resident), `settleBeforeWake` (tests: a wake also waits until its
- * key's preparation unit has settled, so whether a wake hits no longer depends on timing), `log`
- * (a line printer).
+ * key's preparation unit has settled, so whether a wake hits no longer depends on timing),
+ * `planner` (a PausePlanner decides what to prepare and orders the storage tier's evictions),
+ * `arenaTokens` (the storage tier's budget in tokens of KV, overriding the profile's),
+ * `log` (a line printer).
  */
 export async function runReplay(options = {}) {
   const profile = { ...PROFILES[options.profile ?? 'tiny'] };
@@ -199,18 +218,21 @@ export async function runReplay(options = {}) {
 
   log(`engine: building the ${profile.geometry} model`);
   const cacheTokens = options.cacheTokens ?? profile.cacheTokens;
+  const arenaTokens = options.arenaTokens ?? profile.arenaTokens;
   const engine = new PythonChild('engine', 'tfengine.engine', ['--geometry', profile.geometry, '--seed', String(seed), '--cache-tokens', String(cacheTokens), '--disk', diskDir, ...(options.threads ? ['--threads', String(options.threads)] : [])]);
   let storage = null;
   let table = null;
   let driver = null;
-  const report = { profile: options.profile ?? 'tiny', seed, agents: plan.length, timeScale, maxWaitS, lateLookup: options.lateLookup === true };
+  const report = { profile: options.profile ?? 'tiny', seed, agents: plan.length, timeScale, maxWaitS, lateLookup: options.lateLookup === true, planner: options.planner === true };
+  let replanTimer = null;
   try {
     const ready = await engine.ready;
     const kvPerToken = ready.kvBytesPerToken;
-    storage = new PythonChild('storage', 'tfengine.storage', ['--table', tableName, '--disk', diskDir, '--socket', socketPath, '--budget', String(profile.arenaTokens * kvPerToken)]);
+    storage = new PythonChild('storage', 'tfengine.storage', ['--table', tableName, '--disk', diskDir, '--socket', socketPath, '--budget', String(arenaTokens * kvPerToken)]);
     await storage.ready;
     table = openLeaseTable({ name: tableName, role: 'consumer', implementation: 'native' });
-    const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 1024, maxWaiting: 4096, historyLimit: 4096 });
+    const planner = options.planner !== true ? null : { links: PLANNER_LINKS, units: 0 };
+    const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 1024, maxWaiting: 4096, historyLimit: 4096, ...(planner === null ? {} : { maxInFlight: 2 }) });
     const preps = [];
     // Each key's next settlement, for settleBeforeWake: resolved when a unit of that key settles.
     const settlements = new Map();
@@ -223,8 +245,27 @@ export async function runReplay(options = {}) {
       }
       return entry;
     };
+    if (planner !== null) {
+      planner.pauses = new PausePlanner({
+        coordinator,
+        budgets: { gpuRetainBytes: 0, arenaBytes: arenaTokens * kvPerToken },
+        links: PLANNER_LINKS,
+      });
+      planner.values = 0;
+      // Replan, then hand the storage tier the eviction values of the keys open pauses want.
+      const replan = async () => {
+        planner.pauses.replan();
+        driver.poke();
+        const values = [...new Set([...planner.open].map((pause) => pause.key.hex))].map((hex) => [hex, planner.pauses.evictionValue(hex)]);
+        const reply = await storage.request({ op: 'eviction-values', id: `values-${++planner.values}`, values });
+        if (!reply.ok) throw new Error(`eviction values refused: ${reply.error}`);
+      };
+      planner.open = new Set();
+      replanTimer = setInterval(() => replan().catch((error) => log(`replan: ${error.message}`)), REPLAN_MS);
+    }
     driver = new PreparationDriver({
       coordinator,
+      ...(planner === null ? {} : { maxInFlight: planner.pauses.unitsInFlight }),
       grants: { acquire: () => ({ worker: 'storage-tier', grant: 'host-io' }), release: () => {} },
       worker: { filename: new URL('./prepare-worker.mjs', import.meta.url), minThreads: 1, maxThreads: 2, env: { ...process.env, TFENGINE_STORAGE_SOCKET: socketPath } },
       deadlineMs: 60_000,
@@ -282,19 +323,43 @@ export async function runReplay(options = {}) {
       let { key, layout } = await turn(agent, 'first', calls[0].spec, null, null);
       for (let i = 0; i < calls.length; i++) {
         const call = calls[i];
-        const admission = coordinator.onWait({ engine: 'engine-0', request: agent, generation: call.generation }, key);
-        admissions[admission.status] = (admissions[admission.status] ?? 0) + 1;
-        const unit = ['queued', 'joined', 'in-flight'].includes(admission.status) ? settled(key.hex).promise : null;
-        driver.poke();
+        const consumer = { engine: 'engine-0', request: agent, generation: call.generation };
         const waitedS = Math.min(call.seconds * timeScale, maxWaitS);
-        await sleep(waitedS * 1000);
-        if (options.settleBeforeWake && unit !== null) await unit;
         let wake;
-        if (admission.ticket === undefined) wake = { kind: 'miss', reason: admission.status };
-        else if (call.end === 'cancel') {
-          coordinator.onCancel(admission.ticket);
-          wake = { kind: 'miss', reason: 'cancelled' };
-        } else wake = coordinator.onWake(admission.ticket);
+        if (planner === null) {
+          const admission = coordinator.onWait(consumer, key);
+          admissions[admission.status] = (admissions[admission.status] ?? 0) + 1;
+          const unit = ['queued', 'joined', 'in-flight'].includes(admission.status) ? settled(key.hex).promise : null;
+          driver.poke();
+          await sleep(waitedS * 1000);
+          if (options.settleBeforeWake && unit !== null) await unit;
+          if (admission.ticket === undefined) wake = { kind: 'miss', reason: admission.status };
+          else if (call.end === 'cancel') {
+            coordinator.onCancel(admission.ticket);
+            wake = { kind: 'miss', reason: 'cancelled' };
+          } else wake = coordinator.onWake(admission.ticket);
+        } else {
+          const begun = planner.pauses.begin({ consumer, key, toolClass: call.tool, bytes: layout.length * kvPerToken });
+          admissions[begun.action] = (admissions[begun.action] ?? 0) + 1;
+          const pause = begun.pause;
+          if (pause !== null) planner.open.add(pause);
+          const unit = begun.action === 'prepare' ? settled(key.hex).promise : null;
+          driver.poke();
+          await sleep(waitedS * 1000);
+          // Until its unit settles, or the key is ready already (a unit of an earlier pause made
+          // it), or the planner withdrew the pause (a queued unit of it never runs).
+          if (options.settleBeforeWake && unit !== null) {
+            let done = false;
+            unit.then(() => (done = true));
+            while (!done && pause.admitted && table.peek(key).kind !== 'ready') await Promise.race([unit, sleep(20)]);
+          }
+          planner.open.delete(pause);
+          if (pause === null) wake = { kind: 'miss', reason: 'overflow' };
+          else if (call.end === 'cancel') {
+            planner.pauses.cancel(pause);
+            wake = { kind: 'miss', reason: 'cancelled' };
+          } else wake = planner.pauses.wake(pause) ?? { kind: 'miss', reason: 'not-admitted' };
+        }
         const last = i === calls.length - 1;
         const nextSpec = last ? withResult(call.spec, agent, call.generation, profile.resultTokens) : calls[i + 1].spec;
         ({ key, layout } = await turn(agent, last ? 'last' : 'next', nextSpec, { length: layout.length, keyHex: key.hex }, wake, { tool: call.tool, waitedS }));
@@ -304,15 +369,18 @@ export async function runReplay(options = {}) {
     const started = performance.now();
     await Promise.all(plan.map(runAgent));
     report.wallS = (performance.now() - started) / 1000;
+    clearInterval(replanTimer);
     await driver.close();
     report.storage = await storage.request({ op: 'stats', id: 'stats' });
     report.pinnedSlotsAtEnd = table.summary().pinnedSlots;
     report.admissions = admissions;
     report.coordinator = coordinator.stats();
+    if (planner !== null) report.plannerStats = { ...planner.pauses.stats(), evictionValueUpdates: planner.values };
     Object.assign(report, summarize(turns, preps));
     report.engine = ready;
     return report;
   } finally {
+    clearInterval(replanTimer);
     await driver?.close({ force: true }).catch(() => {});
     table?.close();
     await engine.close();

@@ -43,9 +43,14 @@ export function formatReport(r) {
   lines.push(
     `preparation: ${r.preparation.units} units (${counts(r.preparation.byResult)}), disk tier -> arena ${pct(r.preparation.prepS)}, mean ${ms(r.preparation.meanPrepS)}`,
   );
+  if (r.planner) {
+    const p = r.plannerStats;
+    lines.push(`planner: ${p.begins} pauses, ${p.admissions} admissions (${p.readmissions} again), ${p.withdrawals} withdrawn, ${p.replans} replans`);
+  }
   if (r.preparation.errors.length > 0) lines.push(`  failures: ${r.preparation.errors.join('; ')}`);
   lines.push(
-    `storage tier: ${r.storage.prepared} prepared, ${r.storage.alreadyReady} already ready, ${r.storage.evicted} evicted, ${r.storage.evictRefusedPinned} evictions refused (pinned)`,
+    `storage tier: ${r.storage.prepared} prepared, ${r.storage.alreadyReady} already ready, ${r.storage.evicted} evicted, ${r.storage.evictRefusedPinned} evictions refused (pinned)` +
+      (r.planner ? `, ${r.storage.worthMoreSkips} kept as worth more (eviction values sent ${r.storage.valueUpdates} times)` : ''),
     `bytes: engine -> disk tier ${mib(r.bytes.diskWritten)}, disk tier -> arena ${mib(r.bytes.diskToArena)}, arena -> engine ${mib(r.bytes.arenaToEngine)}`,
   );
   if (r.sameOutput !== null) {

@@ -118,6 +118,28 @@ class Budget(StorageCase, unittest.TestCase):
         self.assertEqual(self.consumer.try_pin(a), "absent")
         held[1].close()
 
+    def test_with_eviction_values_evicts_the_lowest_and_never_one_worth_as_much_as_the_new_one(self) -> None:
+        a, _, _ = self.publish_context(tokens(56, 64))
+        b, _, _ = self.publish_context(tokens(57, 64))
+        c, wire_c, _ = self.save_context(tokens(58, 64))
+        d, wire_d, _ = self.save_context(tokens(59, 64))
+        # `a`, the least recently prepared, is wanted soon; `b` by nobody: `b` goes, not `a`.
+        reply = self.tier.set_eviction_values([[a.hex(), 1.5], [c.hex(), 1.2], [d.hex(), 0.1], ["not a key", 3], [b.hex(), float("nan")]])
+        self.assertEqual(reply, {"ok": True, "values": 3})
+        self.assertTrue(self.tier.prepare(c.hex(), wire_c)["ok"])
+        self.assertEqual(self.consumer.try_pin(b), "absent")
+        for digest in (a, c):
+            lease = self.consumer.try_pin(digest)
+            self.assertNotIsInstance(lease, str)
+            lease.close()
+        # `d` is worth less than both residents: nothing is evicted for it.
+        with self.assertRaisesRegex(ValueError, "worth more"):
+            self.tier.prepare(d.hex(), wire_d)
+        stats = self.tier.stats()
+        self.assertEqual((stats["evicted"], stats["worthMoreSkips"], stats["valueUpdates"]), (1, 2, 1))
+        with self.assertRaisesRegex(ValueError, "eviction-values"):
+            self.tier.set_eviction_values({"a": 1})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -13,6 +13,11 @@
   is ever READY.
 - **Evict.** Under the budget it evicts the least recently prepared artifacts first, and only
   those the table lets it evict: ``try_evict`` refuses a pinned artifact, which keeps its bytes.
+  When the orchestrator sends eviction values (``{"op": "eviction-values", "values": [[keyHex,
+  value], ...]}``, a pause planner's ``evictionValue``: -1 for an artifact no open pause wants,
+  higher for one a pause likely to wake soon wants) it evicts the lowest value first (least
+  recently prepared among equals) and never one worth as much as the artifact it makes room for;
+  a resident key it has no value for counts as -1.
 
 Arenas follow waitprep's naming rule (``<table>-arena/<i>.wpa`` under /dev/shm, arena ``i`` in the
 top 16 bits of ``location``). Each artifact gets an arena of its own at offset 0, so evicting one
@@ -38,6 +43,9 @@ from waitprep import WaitprepError, arena
 #: The record format string: kvcodec's payload, version 1, fp32 (:func:`record_format` names
 #: another dtype's).
 RECORD_FORMAT = "tfkv1-float32"
+
+#: The most eviction values kept (one per open pause is plenty); the rest of a longer list is ignored.
+MAX_EVICTION_VALUES = 100_000
 
 
 def record_format(dtype: str) -> str:
@@ -107,7 +115,9 @@ class StorageTier:
         self.used_bytes = 0
         self.free_indices: List[int] = []
         self.next_index = 0
-        self.counts: Dict[str, int] = {"prepared": 0, "alreadyReady": 0, "failed": 0, "evicted": 0, "evictRefusedPinned": 0, "bytesIn": 0}
+        self.counts: Dict[str, int] = {"prepared": 0, "alreadyReady": 0, "failed": 0, "evicted": 0, "evictRefusedPinned": 0, "worthMoreSkips": 0, "valueUpdates": 0, "bytesIn": 0}
+        #: digest -> eviction value, as the orchestrator last sent them (empty: least recently prepared first).
+        self.values: Dict[bytes, float] = {}
 
     def _index(self) -> int:
         if self.free_indices:
@@ -138,11 +148,44 @@ class StorageTier:
             self.counts["evictRefusedPinned"] += 1
         return result
 
-    def _make_room(self, size: int) -> bool:
-        """Evicts least recently prepared artifacts until ``size`` more bytes fit; pinned ones stay."""
-        for digest in list(self.resident):
+    def set_eviction_values(self, values: Any) -> dict:
+        """Replaces the eviction values: ``[[keyHex, value], ...]``, at most MAX_EVICTION_VALUES;
+        an entry that is not a 64-digit hex key and a finite number is ignored."""
+        if not isinstance(values, list):
+            raise ValueError("eviction-values needs values: [[keyHex, value], ...]")
+        kept: Dict[bytes, float] = {}
+        for pair in values:
+            if len(kept) >= MAX_EVICTION_VALUES:
+                break
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and len(pair[0]) == 64):
+                continue
+            value = pair[1]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
+                continue
+            try:
+                kept[bytes.fromhex(pair[0])] = float(value)
+            except ValueError:
+                continue
+        with self.lock:
+            self.values = kept
+            self.counts["valueUpdates"] += 1
+        return {"ok": True, "values": len(kept)}
+
+    def _make_room(self, size: int, for_digest: Optional[bytes] = None) -> bool:
+        """Evicts until ``size`` more bytes fit: least recently prepared first, or with eviction
+        values lowest first, never one worth as much as ``for_digest``'s; pinned ones stay."""
+        order = list(self.resident)
+        own = float("inf")
+        if self.values:
+            worth = lambda digest: self.values.get(digest, -1.0)  # noqa: E731
+            own = self.values.get(for_digest, float("inf")) if for_digest is not None else own
+            order.sort(key=worth)  # stable: least recently prepared first among equals
+        for digest in order:
             if self.used_bytes + size <= self.budget_bytes:
                 break
+            if self.values and self.values.get(digest, -1.0) >= own:
+                self.counts["worthMoreSkips"] += 1
+                continue
             self._evict(digest)
         return self.used_bytes + size <= self.budget_bytes
 
@@ -179,8 +222,8 @@ class StorageTier:
                     raise ValueError(f"the disk file's payload does not match its checksum {header.checksum}")
                 if header.format != self.format:
                     raise ValueError(f"record format {header.format!r}, expected {self.format!r}")
-                if not self._make_room(len(record)):
-                    raise ValueError(f"{len(record)} bytes do not fit the {self.budget_bytes}-byte budget: {self.used_bytes} are pinned or in use")
+                if not self._make_room(len(record), digest):
+                    raise ValueError(f"{len(record)} bytes do not fit the {self.budget_bytes}-byte budget: {self.used_bytes} are pinned, in use or worth more")
                 index = self._index()
                 path = arena.arena_path(self.table.name, index, self.root)
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -230,6 +273,8 @@ def _answer(tier: StorageTier, request: dict) -> dict:
             return tier.prepare(request["keyHex"], request["keyBytes"])
         if op == "evict":
             return {"ok": True, "result": tier.evict(bytes.fromhex(request["keyHex"]))}
+        if op == "eviction-values":
+            return tier.set_eviction_values(request.get("values"))
         if op == "stats":
             return {"ok": True, **tier.stats()}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -256,7 +301,7 @@ def serve_socket(tier: StorageTier, path: str) -> socketserver.UnixStreamServer:
 
 def main(argv: "Optional[List[str]]" = None) -> None:
     """The storage tier's process: creates the table, serves prepares on the socket and, on stdin,
-    the orchestrator's own requests ({"op": "stats" | "evict" | "exit", "id"}), answered on stdout
+    the orchestrator's own requests ({"op": "stats" | "evict" | "eviction-values" | "exit", "id"}), answered on stdout
     as {"event": "reply", "id", ...}."""
     import argparse
 
