@@ -12,10 +12,10 @@ import { PausePlanner, plannedUnitsInFlight } from 'waitprep';
 
 /** How often the demo replans, in wall milliseconds. */
 const REPLAN_MS = 100;
-/** Nominal link figures: the planner asks for a quarter of the tier over one unit, two units. */
+/** Nominal link figures: the planner asks for an eighth of the tier over one unit (its default), one, and at least two. */
 const LINKS = Object.freeze({ tierBytesPerSec: 8e9, unitBytesPerSec: 1e9 });
 /** The units in flight the planner asks for over these links, for the coordinator built before it. */
-export const DEMO_PLANNER_UNITS = plannedUnitsInFlight(LINKS, 64, 0.25);
+export const DEMO_PLANNER_UNITS = plannedUnitsInFlight(LINKS, 64, 0.125);
 
 /** Sends one JSON line to the storage worker's socket and resolves its one-line reply. */
 function send(socketPath, message) {

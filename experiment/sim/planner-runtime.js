@@ -10,7 +10,7 @@ import { PausePlanner, plannedUnitsInFlight } from 'waitprep';
 import { lookup } from './events.js';
 
 /** The planner's default share of the tier (lib/planner), given to the coordinator as its units in flight. */
-const TIER_SHARE = 0.25;
+const TIER_SHARE = 0.125;
 
 /** How often the orchestrator calls replan, in seconds of virtual time. */
 export const REPLAN_SECONDS = 1;

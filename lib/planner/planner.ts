@@ -48,19 +48,23 @@ export interface PausePlannerOptions<Ticket> {
   coordinator: PlannerCoordinator<Ticket>;
   budgets: PlannerBudgets;
   links: PlannerLinks;
-  /** The horizon of a pause's hazard, P(it ends within this many seconds | its age). Default 10. */
+  /**
+   * The horizon of a pause's hazard, P(it ends within this many seconds | its age), which keeping
+   * ranks by, and of its hit density, which preparing ranks by. Default 10.
+   */
   horizonSeconds?: number;
-  /** Prepare a pause only when P(it lasts one unit longer | its age) is at least this. Default 0.5. */
+  /** Prepare a pause only when P(it lasts one unit longer | its age) is at least this. Default 0.47. */
   prepareThreshold?: number;
   /** Prepare a pause only once its hazard is at least this (a pause unlikely to end soon waits). Default 0. */
   minScore?: number;
   /**
    * An admitted pause keeps its place until a newcomer's score beats its own this many times
-   * (squared once its unit has had time to move its bytes). Default 2.
+   * (squared once its unit has had time to move its bytes; a replan alone never withdraws it
+   * then). Default 4.5.
    */
   hysteresis?: number;
   /**
-   * A pause's preparation score is its hazard times (mean pause bytes / its bytes) to this power,
+   * A pause's preparation score is its hit density times (mean pause bytes / its bytes) to this power,
    * at most 1: 0 ranks by hazard alone, 1 by hazard per byte. Smaller contexts first fit more
    * pauses in the same arena (more hits) at some cost to the bytes-weighted hit rate. Keeping KV
    * on the GPU ranks by hazard alone: weighting it too left the misses to the largest contexts
@@ -77,7 +81,7 @@ export interface PausePlannerOptions<Ticket> {
   maxUnitsInFlight?: number;
   /**
    * The share of the tier's bandwidth its units in flight may fill, leaving the rest to misses'
-   * foreground loads, which preparation traffic would slow (and with them the tail). Default 0.25.
+   * foreground loads, which preparation traffic would slow (and with them the tail). Default 0.125.
    */
   tierShare?: number;
   /** The statistics it learns into (share one across planners, or keep it across restarts). Default a new one. */
@@ -134,8 +138,9 @@ export interface PauseHandle {
   /** P(it ends within the horizon | its age), as last computed: what keeping it is ranked by. */
   readonly hazard: number;
   /**
-   * Its hazard weighted by its size (`bytesExponent`), at most 1: what preparing it and its
-   * artifact's eviction value are ranked by.
+   * Its hit density, P(it ends within the horizon but after its unit could be done) over
+   * (1 + its expected holding time / 0.6 s), weighted by its size (`bytesExponent`), at most 1:
+   * what preparing it and its artifact's eviction value are ranked by.
    */
   readonly score: number;
 }
@@ -332,7 +337,9 @@ function positive(field: string, value: unknown, allowZero = false): number {
 /**
  * Decides keep, prepare or neither for every pause, from online per-class statistics of how
  * long pauses last. A pause's hazard is P(it ends within `horizonSeconds` | its age); its score
- * is that hazard weighted towards smaller contexts (`bytesExponent`):
+ * is its hit density (P(it ends within the horizon, after its unit could be done) over
+ * (1 + E[min(remaining, horizon) | age] / 0.6 s)), weighted towards smaller contexts
+ * (`bytesExponent`):
  *
  * - **keep** (GPU retention, no fixed TTL): every pause asks to keep its KV, at a priority that
  *   is its hazard; when an engine's retention budget is full, the kept pause least likely to end
@@ -342,11 +349,12 @@ function positive(field: string, value: unknown, allowZero = false): number {
  *   (P(remaining > unit) >= `prepareThreshold`), ranked by score, the top ones that fit the arena
  *   (or the engine's device pool) are admitted (`onWait`); a pause not admitted yet must also
  *   reach its pool's recent marginal score, so that under pressure a pause unlikely to end soon
- *   waits for its hazard to rise instead of being prepared and displaced; an admitted pause is
- *   withdrawn (`onCancel`) only when a newcomer beats it by `hysteresis` (squared once its unit
- *   has moved its bytes), and its bytes go only as the storage worker needs room
- *   (`evictionValue`);
- * - it asks for `unitsInFlight` units at once: `tierShare` of the tier's bandwidth over one unit's.
+ *   waits for its score to rise instead of being prepared and displaced; an admitted pause is
+ *   withdrawn (`onCancel`) by a replan only while its unit is still moving, and by a newcomer
+ *   that needs its room only when it beats it by `hysteresis` (squared once its unit has moved
+ *   its bytes); its bytes go only as the storage worker needs room (`evictionValue`);
+ * - it asks for `unitsInFlight` units at once: `tierShare` of the tier's bandwidth over one
+ *   unit's, at least two where the tier carries two.
  *
  * Call `begin` at each pause's start, `wake` or `cancel` at its end, `retentionDropped` when the
  * engine reports it dropped a kept pause's KV, `evicted` when the storage worker evicts an
@@ -413,7 +421,7 @@ export class PausePlanner<Ticket = unknown> {
     this.#unitRate = Math.min(tier, positive('links.unitBytesPerSec', links.unitBytesPerSec));
     const maxUnits = options.maxUnitsInFlight ?? 64;
     if (!Number.isSafeInteger(maxUnits) || maxUnits < 1 || maxUnits > 1024) throw invalidArgument('maxUnitsInFlight', 'an integer in [1, 1024]', maxUnits);
-    const share = options.tierShare ?? 0.25;
+    const share = options.tierShare ?? 0.125;
     if (typeof share !== 'number' || !(share > 0 && share <= 1)) throw invalidArgument('tierShare', 'a number in (0, 1]', share);
     this.#unitsInFlight = plannedUnitsInFlight(links, maxUnits, share);
     // Staging of the units in flight comes out of the arena first.
@@ -680,8 +688,8 @@ export class PausePlanner<Ticket = unknown> {
 
   /**
    * What the storage worker should evict first: the value of the artifact of `keyHex`, lower
-   * evicted sooner. -1: no open pause wants it; in [0, 1]: open pauses want it but none is
-   * admitted (the best one's hazard); above 1: an admitted pause wants it (1 + its hazard). A
+   * evicted sooner. -1: no open pause wants it; in [0, 1): open pauses want it but none is
+   * admitted (the best one's score); 1 or more: an admitted pause wants it (1 + its score). A
    * worker evicts in ascending value and never one worth as much as the unit it makes room for.
    */
   evictionValue(keyHex: string): number {

@@ -82,9 +82,9 @@ describe('planner: decisions', () => {
   });
 
   it('prepares only what fits the arena, less the staging of the units in flight', () => {
-    // A quarter of 96 GB/s over 6 GB/s: 4 units in flight of 0.5 GB staging, 2 GB of a 10 GB arena.
-    const { p } = planner({ budgets: { gpuRetainBytes: 0, arenaBytes: 10 * GB, stagingBytesPerUnit: 0.5 * GB } }, trained());
-    expect(p.unitsInFlight).toBe(4);
+    // An eighth of 96 GB/s over 6 GB/s: 2 units in flight of 1 GB staging, 2 GB of a 10 GB arena.
+    const { p } = planner({ budgets: { gpuRetainBytes: 0, arenaBytes: 10 * GB, stagingBytesPerUnit: 1 * GB } }, trained());
+    expect(p.unitsInFlight).toBe(2);
     expect(p.begin(start(1, 'build', 4 * GB)).action).toBe('prepare');
     expect(p.begin(start(2, 'build', 4 * GB)).action).toBe('prepare');
     expect(p.begin(start(3, 'build', 2 * GB)).action).toBe('none');
