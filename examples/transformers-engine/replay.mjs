@@ -22,7 +22,9 @@
 // through the same coordinator, replans every REPLAN_MS, and after each replan the storage tier
 // gets its eviction values, so it evicts what no pause likely to wake soon wants first. Keeping KV
 // on the "GPU" is the engine's own LRU here, which takes no hints: the planner's retention budget
-// is 0 and every pause is a candidate for preparation.
+// is 0 and every pause is a candidate for preparation. The storage tier does not report its
+// evictions back: a pause whose artifact it evicted stays admitted in the planner's books until
+// its wake, which the table answers with a miss.
 //
 // Traces come with replaceFraction 0: a replacing wait's context (the old one plus a steering
 // message) is a context no turn computed, so the engine has no KV of it to save.
@@ -32,7 +34,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PausePlanner, PreparationDriver, WaitCoordinator, leaseTableBackend, openLeaseTable, unlinkLeaseTable } from 'waitprep';
+import { PausePlanner, PreparationDriver, WaitCoordinator, leaseTableBackend, openLeaseTable, plannedUnitsInFlight, unlinkLeaseTable } from 'waitprep';
 import { generateTrace, keyFromSpec, specTokenLayout } from 'waitprep/trace';
 import { nearestRank } from '../../experiment/percentile.js';
 import { EXAMPLE_DIR, pythonEnv, venvPython } from './venv.mjs';
@@ -231,8 +233,8 @@ export async function runReplay(options = {}) {
     storage = new PythonChild('storage', 'tfengine.storage', ['--table', tableName, '--disk', diskDir, '--socket', socketPath, '--budget', String(arenaTokens * kvPerToken)]);
     await storage.ready;
     table = openLeaseTable({ name: tableName, role: 'consumer', implementation: 'native' });
-    const planner = options.planner !== true ? null : { links: PLANNER_LINKS, units: 0 };
-    const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 1024, maxWaiting: 4096, historyLimit: 4096, ...(planner === null ? {} : { maxInFlight: 2 }) });
+    const planner = options.planner !== true ? null : { units: plannedUnitsInFlight(PLANNER_LINKS, 64, 0.125) };
+    const coordinator = new WaitCoordinator({ backend: leaseTableBackend(table), maxQueued: 1024, maxWaiting: 4096, historyLimit: 4096, ...(planner === null ? {} : { maxInFlight: planner.units }) });
     const preps = [];
     // Each key's next settlement, for settleBeforeWake: resolved when a unit of that key settles.
     const settlements = new Map();
@@ -250,9 +252,12 @@ export async function runReplay(options = {}) {
         coordinator,
         budgets: { gpuRetainBytes: 0, arenaBytes: arenaTokens * kvPerToken },
         links: PLANNER_LINKS,
+        tierShare: 0.125,
       });
       planner.values = 0;
-      // Replan, then hand the storage tier the eviction values of the keys open pauses want.
+      planner.busy = false;
+      // Replan, then hand the storage tier the eviction values of the keys open pauses want. A
+      // tick while the last one's values are unanswered is skipped; a failure stops the timer.
       const replan = async () => {
         planner.pauses.replan();
         driver.poke();
@@ -261,11 +266,21 @@ export async function runReplay(options = {}) {
         if (!reply.ok) throw new Error(`eviction values refused: ${reply.error}`);
       };
       planner.open = new Set();
-      replanTimer = setInterval(() => replan().catch((error) => log(`replan: ${error.message}`)), REPLAN_MS);
+      replanTimer = setInterval(() => {
+        if (planner.busy) return;
+        planner.busy = true;
+        replan().then(
+          () => (planner.busy = false),
+          (error) => {
+            clearInterval(replanTimer);
+            log(`replan stopped: ${error.message}`);
+          },
+        );
+      }, REPLAN_MS);
     }
     driver = new PreparationDriver({
       coordinator,
-      ...(planner === null ? {} : { maxInFlight: planner.pauses.unitsInFlight }),
+      ...(planner === null ? {} : { maxInFlight: planner.units }),
       grants: { acquire: () => ({ worker: 'storage-tier', grant: 'host-io' }), release: () => {} },
       worker: { filename: new URL('./prepare-worker.mjs', import.meta.url), minThreads: 1, maxThreads: 2, env: { ...process.env, TFENGINE_STORAGE_SOCKET: socketPath } },
       deadlineMs: 60_000,
@@ -351,7 +366,8 @@ export async function runReplay(options = {}) {
           if (options.settleBeforeWake && unit !== null) {
             let done = false;
             unit.then(() => (done = true));
-            while (!done && pause.admitted && table.peek(key).kind !== 'ready') await Promise.race([unit, sleep(20)]);
+            const until = performance.now() + 60_000;
+            while (!done && pause.admitted && table.peek(key).kind !== 'ready' && performance.now() < until) await Promise.race([unit, sleep(20)]);
           }
           planner.open.delete(pause);
           if (pause === null) wake = { kind: 'miss', reason: 'overflow' };

@@ -53,19 +53,19 @@ export interface PausePlannerOptions<Ticket> {
    * ranks by, and of its hit density, which preparing ranks by. Default 10.
    */
   horizonSeconds?: number;
-  /** Prepare a pause only when P(it lasts one unit longer | its age) is at least this. Default 0.47. */
+  /** Prepare a pause only when P(it lasts one unit longer | its age) is at least this. Default 0.45. */
   prepareThreshold?: number;
-  /** Prepare a pause only once its hazard is at least this (a pause unlikely to end soon waits). Default 0. */
+  /** Prepare a pause only once its score is at least this (a pause unlikely to hit soon waits). Default 0. */
   minScore?: number;
   /**
    * An admitted pause keeps its place until a newcomer's score beats its own this many times
    * (squared once its unit has had time to move its bytes; a replan alone never withdraws it
-   * then). Default 4.5.
+   * then). Default 4.
    */
   hysteresis?: number;
   /**
    * A pause's preparation score is its hit density times (mean pause bytes / its bytes) to this power,
-   * at most 1: 0 ranks by hazard alone, 1 by hazard per byte. Smaller contexts first fit more
+   * at most 1: 0 ranks by hit density alone, 1 by hit density per byte. Smaller contexts first fit more
    * pauses in the same arena (more hits) at some cost to the bytes-weighted hit rate. Keeping KV
    * on the GPU ranks by hazard alone: weighting it too left the misses to the largest contexts
    * and raised the tail. Default 0.5.
@@ -138,7 +138,7 @@ export interface PauseHandle {
   /** P(it ends within the horizon | its age), as last computed: what keeping it is ranked by. */
   readonly hazard: number;
   /**
-   * Its hit density, P(it ends within the horizon but after its unit could be done) over
+   * Its hit density, P(it ends within the horizon but after twice its unit's estimate) over
    * (1 + its expected holding time / 0.6 s), weighted by its size (`bytesExponent`), at most 1:
    * what preparing it and its artifact's eviction value are ranked by.
    */
@@ -230,10 +230,13 @@ const UNIT_SLACK = 2;
 const HOLD_SCALE_SECONDS = 0.6;
 /** Sort key of an admitted pause whose unit has moved its bytes: a replan keeps it. */
 const KEPT_KEY = 4;
+/** An admitted pause's artifact is worth this plus its score: above any pause not admitted (at most 1). */
+const ADMITTED_VALUE = 2;
 
 /**
  * The units in flight that fill `share` of the tier: that share of its bandwidth over one unit's,
- * at least 1, at most `max`. A WaitCoordinator's `maxInFlight` and a PreparationDriver's take
+ * at least two where the whole tier carries two units (one long unit then never holds up the
+ * next), at least 1, at most `max`. A WaitCoordinator's `maxInFlight` and a PreparationDriver's take
  * it. The rest of the tier is left to the engines' own loads (a miss's foreground path), which
  * preparation would otherwise slow down.
  */
@@ -252,7 +255,7 @@ class AdmitPool {
    * The pool's marginal score, averaged over recent replans: the lowest score a replan would
    * choose into it when candidates are left out for room, 0 when everything fits. A pause not
    * admitted yet is admitted only at or above it: under pressure a pause unlikely to end soon
-   * waits for its hazard to rise rather than be prepared now and displaced later (wasted work).
+   * waits for its score to rise rather than be prepared now and displaced later (wasted work).
    */
   cutoff = 0;
   /** Scratch of a replan: bytes chosen, lowest chosen score, whether a candidate was left out. */
@@ -337,7 +340,7 @@ function positive(field: string, value: unknown, allowZero = false): number {
 /**
  * Decides keep, prepare or neither for every pause, from online per-class statistics of how
  * long pauses last. A pause's hazard is P(it ends within `horizonSeconds` | its age); its score
- * is its hit density (P(it ends within the horizon, after its unit could be done) over
+ * is its hit density (P(it ends within the horizon, after twice its unit's estimate) over
  * (1 + E[min(remaining, horizon) | age] / 0.6 s)), weighted towards smaller contexts
  * (`bytesExponent`):
  *
@@ -427,13 +430,13 @@ export class PausePlanner<Ticket = unknown> {
     // Staging of the units in flight comes out of the arena first.
     this.#arenaBudget = Math.max(0, positive('budgets.arenaBytes', budgets.arenaBytes, true) - this.#unitsInFlight * staging);
     this.#horizon = positive('horizonSeconds', options.horizonSeconds ?? 10);
-    const threshold = options.prepareThreshold ?? 0.47;
+    const threshold = options.prepareThreshold ?? 0.45;
     if (typeof threshold !== 'number' || !(threshold >= 0 && threshold <= 1)) throw invalidArgument('prepareThreshold', 'a number in [0, 1]', threshold);
     this.#threshold = threshold;
     const minScore = options.minScore ?? 0;
     if (typeof minScore !== 'number' || !(minScore >= 0 && minScore <= 1)) throw invalidArgument('minScore', 'a number in [0, 1]', minScore);
     this.#minScore = minScore;
-    const hysteresis = options.hysteresis ?? 4.5;
+    const hysteresis = options.hysteresis ?? 4;
     if (typeof hysteresis !== 'number' || !(hysteresis >= 1) || !Number.isFinite(hysteresis)) throw invalidArgument('hysteresis', 'a finite number >= 1', hysteresis);
     this.#hysteresis = hysteresis;
     const bytesExponent = options.bytesExponent ?? 0.5;
@@ -658,7 +661,8 @@ export class PausePlanner<Ticket = unknown> {
           continue;
         }
         pool.chosenBytes += p.bytes;
-        pool.chosenLowest = Math.min(pool.chosenLowest, p.score);
+        // A pause kept for its moved bytes says nothing of what the pool's room is worth now.
+        if (p.ticket === undefined || !this.#sunk(p, now)) pool.chosenLowest = Math.min(pool.chosenLowest, p.score);
         if (pass === 1) chosen[i] = 1;
       }
       if (pass === 0) {
@@ -688,16 +692,16 @@ export class PausePlanner<Ticket = unknown> {
 
   /**
    * What the storage worker should evict first: the value of the artifact of `keyHex`, lower
-   * evicted sooner. -1: no open pause wants it; in [0, 1): open pauses want it but none is
-   * admitted (the best one's score); 1 or more: an admitted pause wants it (1 + its score). A
+   * evicted sooner. -1: no open pause wants it; in [0, 1]: open pauses want it but none is
+   * admitted (the best one's score); 2 or more: an admitted pause wants it (2 + its score). A
    * worker evicts in ascending value and never one worth as much as the unit it makes room for.
    */
   evictionValue(keyHex: string): number {
     const at = this.#byKey.get(keyHex);
     if (at === undefined) return -1;
-    if (!Array.isArray(at)) return at.ticket !== undefined ? 1 + at.score : at.score;
+    if (!Array.isArray(at)) return at.ticket !== undefined ? ADMITTED_VALUE + at.score : at.score;
     let best = -1;
-    for (const p of at) best = Math.max(best, p.ticket !== undefined ? 1 + p.score : p.score);
+    for (const p of at) best = Math.max(best, p.ticket !== undefined ? ADMITTED_VALUE + p.score : p.score);
     return best;
   }
 
@@ -735,7 +739,9 @@ export class PausePlanner<Ticket = unknown> {
     return e;
   }
 
-  #score(p: Pause, age: number): void {
+  #score(p: Pause, given: number): void {
+    // A clock that went back (or a bad one) counts as age 0.
+    const age = given > 0 ? given : 0;
     // stats.hazard and stats.remainingAtLeast, sharing P(it lasts to its age).
     const stats = this.#stats;
     const alive = stats.survival(p.cls, age);
@@ -799,9 +805,12 @@ export class PausePlanner<Ticket = unknown> {
     return this.#sunk(p, now) ? this.#hysteresis * this.#hysteresis : this.#hysteresis;
   }
 
-  /** Whether an admitted pause's unit has had time to move its bytes (withdrawing it would waste them). */
+  /**
+   * Whether an admitted pause's unit has had time to move its bytes (withdrawing it would waste
+   * them): its estimate times UNIT_SLACK since it was admitted, as its unit may have queued first.
+   */
   #sunk(p: Pause, now: number): boolean {
-    return now - p.admittedAt >= 1000 * p.unitSeconds;
+    return now - p.admittedAt >= 1000 * UNIT_SLACK * p.unitSeconds;
   }
 
   #allPools(): AdmitPool[] {

@@ -42,6 +42,11 @@ function integralAt(integral: Float64Array, seconds: number): number {
   return integral[i]! + ((integral[i + 1]! - integral[i]!) * (seconds - lo)) / (EDGES[i + 1]! - lo);
 }
 
+/** Observations after which a cached integral built at `n` is rebuilt: 1/64 more, at least 8, at most 64. */
+function rebuildStep(n: number): number {
+  return Math.min(64, Math.max(8, n / 64));
+}
+
 /** Options of {@link WaitLengthStats}. */
 export interface WaitLengthStatsOptions {
   /** Most classes kept apart; later names share one overflow class. Default 256. */
@@ -213,9 +218,9 @@ export class WaitLengthStats {
    * E[min(remaining, horizon)] for a wait of `cls` aged `age`: how long, on average, something
    * held for it until it ends (or for at most `horizon` seconds) is held. A wait older than
    * anything seen is taken to go on (`horizon`). From the integral of the class's survival over
-   * the bin edges, kept per class and rebuilt once the statistics have seen 1/64 more waits (at
-   * least 16); between edges it is interpolated. `alive`: P(it lasts to `age`), when the caller
-   * has it already.
+   * the bin edges, kept per class and rebuilt once the class, or all classes together (its
+   * prior), have seen 1/64 more waits (at least 8, at most 64); between edges it is
+   * interpolated. `alive`: P(it lasts to `age`), when the caller has it already.
    */
   expectedWithin(cls: WaitClass, age: number, horizon: number, alive = this.survival(cls, age)): number {
     if (alive <= 1e-12) return horizon;
@@ -224,13 +229,14 @@ export class WaitLengthStats {
     return Math.min(horizon, Math.max(0, held));
   }
 
-  /** Per class, the integral of its survival from 0 to each bin edge, and when it was built. */
-  readonly #integrals = new Map<WaitClass, { learned: number; values: Float64Array }>();
+  /** Per class, the integral of its survival from 0 to each bin edge, and the counts it was built at. */
+  readonly #integrals = new Map<WaitClass, { own: number; all: number; values: Float64Array }>();
 
   #integralOf(cls: WaitClass): Float64Array {
-    const learned = this.#all.observations;
+    const own = cls.observations;
+    const all = this.#all.observations;
     const cached = this.#integrals.get(cls);
-    if (cached !== undefined && learned - cached.learned < Math.max(16, cached.learned / 64)) return cached.values;
+    if (cached !== undefined && own - cached.own < rebuildStep(cached.own) && all - cached.all < rebuildStep(cached.all)) return cached.values;
     // values[0] = the integral over [0, 1 ms), values[i + 1] = the integral up to edge(i + 1).
     const values = cached?.values ?? new Float64Array(BINS + 1);
     let previous = this.survival(cls, 0);
@@ -241,7 +247,7 @@ export class WaitLengthStats {
       values[i + 1] = values[i]! + (edge(i + 1) - edge(i)) * ((previous + next) / 2);
       previous = next;
     }
-    this.#integrals.set(cls, { learned, values });
+    this.#integrals.set(cls, { own, all, values });
     return values;
   }
 

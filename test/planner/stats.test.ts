@@ -121,6 +121,32 @@ describe('planner: online wait-length statistics', () => {
     // A new observation moves it once enough have been seen (the integral is rebuilt in steps).
     for (let i = 0; i < 2000; i++) stats.observe(cls, 0.5);
     expect(stats.expectedWithin(cls, 0, 20)).toBeLessThan(2);
+    // A horizon inside the first bin, and an age in it.
+    expect(stats.expectedWithin(cls, 0, 0.0005)).toBeCloseTo(0.0005, 6);
+    expect(stats.expectedWithin(cls, 0.0002, 1)).toBeGreaterThan(0.4);
+  });
+
+  it('expected holding time follows a workload that changes, however long it has run', () => {
+    const stats = new WaitLengthStats({ priorWeight: 0 });
+    const cls = stats.classOf('x');
+    for (let i = 0; i < 200_000; i++) stats.observe(cls, 1);
+    expect(stats.expectedWithin(cls, 0, 20)).toBeLessThan(1.3);
+    // The waits become 8 s long: after one and a half half-lives of them (the old ones weigh 35%)
+    // the holding time has moved as the survival has, long before 1/64 more of all waits.
+    for (let i = 0; i < 3000; i++) stats.observe(cls, 8);
+    expect(stats.survival(cls, 1.5)).toBeGreaterThan(0.6);
+    expect(stats.expectedWithin(cls, 0, 20)).toBeGreaterThan(4);
+  });
+
+  it('a class nothing has ended of leans on the pooled lengths; with nothing seen at all, the horizon', () => {
+    const stats = new WaitLengthStats();
+    const fresh = stats.classOf('fresh');
+    expect(stats.expectedWithin(fresh, 0, 10)).toBe(10);
+    const seen = stats.classOf('seen');
+    for (let i = 0; i < 100; i++) stats.observe(seen, 2);
+    // The pooled histogram is all 2 s waits: the fresh class is taken to be like them.
+    expect(stats.expectedWithin(fresh, 0, 10)).toBeGreaterThan(1.6);
+    expect(stats.expectedWithin(fresh, 0, 10)).toBeLessThan(2.4);
   });
 
   it('keeps its weights finite however long it runs (renormalising the forgetting)', () => {

@@ -17,7 +17,8 @@
   value], ...]}``, a pause planner's ``evictionValue``: -1 for an artifact no open pause wants,
   higher for one a pause likely to wake soon wants) it evicts the lowest value first (least
   recently prepared among equals) and never one worth as much as the artifact it makes room for;
-  a resident key it has no value for counts as -1.
+  a resident key it has no value for counts as -1, and a new artifact with no value may evict any
+  (as the package's storage worker does).
 
 Arenas follow waitprep's naming rule (``<table>-arena/<i>.wpa`` under /dev/shm, arena ``i`` in the
 top 16 bits of ``location``). Each artifact gets an arena of its own at offset 0, so evicting one
