@@ -522,6 +522,7 @@ export class PausePlanner<Ticket = unknown> {
       this.#unretain(lowest);
       this.#counters.released++;
       (released ??= []).push(lowest);
+      this.#score(lowest, (now - lowest.startedAt) / 1000);
       this.#tryAdmit(lowest);
     }
     if (engine.retainedBytes + p.bytes <= this.#retainBudget) {
@@ -616,7 +617,9 @@ export class PausePlanner<Ticket = unknown> {
     for (let i = 0; i < n; i++) {
       const p = open[i]!;
       const age = (now - p.startedAt) / 1000;
-      this.#score(p, age);
+      // A kept pause needs its hazard only (its priority); its score is taken when it is let go.
+      if (p.retained) this.#hazardOf(p, age);
+      else this.#score(p, age);
       if (p.retained) {
         const priority = 1 + Math.round(99 * p.hazard);
         if (priority !== p.level) {
@@ -737,6 +740,13 @@ export class PausePlanner<Ticket = unknown> {
     e = new EngineState();
     this.#engines.set(name, e);
     return e;
+  }
+
+  /** Only `p.hazard`, at `age` (what a kept pause's priority needs). */
+  #hazardOf(p: Pause, age: number): void {
+    const stats = this.#stats;
+    const alive = stats.survival(p.cls, age > 0 ? age : 0);
+    p.hazard = alive > 1e-12 ? 1 - Math.min(1, stats.survival(p.cls, (age > 0 ? age : 0) + this.#horizon) / alive) : 0;
   }
 
   #score(p: Pause, given: number): void {
