@@ -2,8 +2,9 @@
 // § Targets): at 1,000 agents, `planner` reaches a share of oracle-jit's hits, wastes at most a
 // share of the bytes it prepared, per trace, and its p95 next-turn latency is not above `none`'s
 // or `keep-gpu-10s`'s; at 5,000 agents it is never more than 2 points below the best other
-// policy. The same p95 comparison at other sizes is reported beside them, not counted as a target. A cell where any policy's hits exceed oracle-jit's is flagged: the
-// bound is a bound of its own schedule, not of every policy. Each figure is the mean over seeds.
+// policy. The same p95 comparison at other sizes is reported beside them, not counted as a
+// target. A cell where any policy's hits exceed oracle-jit's is flagged: the bound is a bound of
+// its own schedule, not of every policy. Each figure is the mean over seeds.
 
 /** What the planner must reach, by trace: generator, the shipped Mooncake trace, any other. */
 export const TARGETS = Object.freeze({
