@@ -32,7 +32,7 @@ export function newCounters() {
     wasted: { units: 0, bytes: 0, ioSeconds: 0, bytesBy: { aborted: 0, evicted: 0, unused: 0 } },
     evictions: { arena: 0, arenaBytes: 0, forgetApplied: 0, forgetRefused: 0, retention: 0, retentionBytes: 0 },
     lookups: { coordinator: 0, direct: 0 },
-    turns: { started: 0, queued: 0, queuedSeconds: 0, cutShort: 0 },
+    turns: { started: 0, queued: 0, inPlaceQueued: 0, queuedSeconds: 0, cutShort: 0 },
   };
 }
 

@@ -11,7 +11,11 @@
 //
 // A turn that finds no room even with every retained entry dropped waits, first come first
 // served, until running turns end; that wait is part of its next-turn latency (a turn larger
-// than the whole capacity runs once it is alone). Open loop: the trace's later events do not move.
+// than the whole capacity runs once it is alone). A turn whose own KV was kept runs in place only
+// while no turn waits; otherwise it waits its turn too, as an engine's scheduler queues a request
+// whose prefix is cached, and its KV is taken to be there when it gets room (optimistic for that
+// turn: an engine may reuse cached blocks meanwhile). Open loop: the trace's later events do not
+// move.
 import { MinHeap } from '../clock.js';
 
 /** Retained entries by (priority, then age): the lowest, oldest first. Stale nodes are skipped. */
@@ -157,10 +161,15 @@ export class Gpus {
 
   /**
    * Starts a turn of `bytes` on engine `e`; `onAdmitted()` runs once it holds its room (now, or
-   * when running turns end). `inPlace`: its KV is already there (it was retained), no room taken.
+   * when running turns end). `inPlace`: its KV is already there (it was retained), no room taken,
+   * unless turns are waiting for room: then it waits behind them, first come first served.
    */
   beginTurn(e, bytes, inPlace, onAdmitted) {
     const m = this.engines[e];
+    if (inPlace && m.queued > 0) {
+      this.sim.counters.turns.inPlaceQueued++;
+      inPlace = false;
+    }
     const turn = { e, bytes, admitted: false, ended: false, since: this.sim.q.now, onAdmitted };
     this.sim.counters.turns.started++;
     if (inPlace || (m.queued === 0 && this.#makeRoom(m, bytes, Infinity))) {
