@@ -51,6 +51,9 @@ export class DemoPlanner {
     this.forgotten = 0;
     this.wakesWithoutTicket = 0;
     this.valueUpdates = 0;
+    /** A send of values is unanswered (the next tick skips its send); stopped: answers are ignored. */
+    this.sending = false;
+    this.stopped = false;
     this.timer = setInterval(() => this.replan(), REPLAN_MS);
   }
 
@@ -83,9 +86,13 @@ export class DemoPlanner {
     return result;
   }
 
-  /** Replans, then tells the storage worker the eviction values of the keys open pauses want. */
+  /**
+   * Replans, then tells the storage worker the eviction values of the keys open pauses want,
+   * unless the last values are still unanswered (a loaded host: the next tick sends fresher ones).
+   */
   replan() {
     this.planner.replan();
+    if (this.sending) return;
     const values = [];
     const seen = new Set();
     for (const pause of this.pauses.values()) {
@@ -93,16 +100,23 @@ export class DemoPlanner {
       seen.add(pause.key.hex);
       values.push([pause.key.hex, this.planner.evictionValue(pause.key.hex)]);
     }
+    this.sending = true;
     send(this.socketPath, { op: 'eviction-values', values }).then(
       (reply) => {
+        this.sending = false;
         if (reply.ok) this.valueUpdates++;
-        else this.onError(`eviction values refused: ${reply.error}`);
+        else if (!this.stopped) this.onError(`eviction values refused: ${reply.error}`);
       },
-      (error) => this.onError(`eviction values not sent: ${error.message}`),
+      (error) => {
+        this.sending = false;
+        // Once the run stops, the storage worker goes away under a send still in flight.
+        if (!this.stopped) this.onError(`eviction values not sent: ${error.message}`);
+      },
     );
   }
 
   stop() {
+    this.stopped = true;
     clearInterval(this.timer);
   }
 

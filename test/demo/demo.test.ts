@@ -195,7 +195,7 @@ describe('waitprep demo (end to end)', () => {
     expect(text).toContain('waitprep_waits_total');
     expect(text).toContain('waitprep_table_slots');
     const [code] = await exited;
-    expect(code).toBe(0);
+    expect(code, stderr).toBe(0);
     expect(JSON.parse(stdout).stats.waits).toBeGreaterThan(0);
   });
 
