@@ -127,6 +127,27 @@ describe('experiment: the GPU model', () => {
     expect(g.take(wait('a', 60))).toBe(null);
   });
 
+  it('a retained wait woken while turns wait for room waits behind them, first come first served', () => {
+    const { q, g, counters } = gpus(100);
+    const order: string[] = [];
+    const a = wait('a', 30);
+    expect(g.retain(a, 0)).toBe(true);
+    const running = g.beginTurn(0, 70, false, () => order.push('running'));
+    // Needs 60: dropping `a` (30) is not enough; it waits.
+    g.beginTurn(0, 60, false, () => order.push('waiting'));
+    expect(order).toEqual(['running']);
+    // `a` was dropped for the waiting turn only if that made room; it did not, so it is still kept.
+    expect(g.take(a)).toBe('own');
+    g.beginTurn(0, 30, true, () => order.push('woken'));
+    // Not in place: it queues behind the turn that waited first.
+    expect(order).toEqual(['running']);
+    expect(counters.turns.inPlaceQueued).toBe(1);
+    q.at(2, () => g.endTurn(running));
+    q.run();
+    expect(order).toEqual(['running', 'waiting', 'woken']);
+    expect(g.totals()).toEqual({ retained: 0, running: 90 });
+  });
+
   it('with too little GPU memory for the load, turns queue and the queueing is in the next-turn latency', () => {
     const trace = generatorTrace({ agents: 80, seconds: 600, seed: 3 });
     const none = POLICIES.find((p) => p.name === 'none')!;
