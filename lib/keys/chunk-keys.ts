@@ -14,7 +14,7 @@ import { artifactKey, encodeArtifactKey, keyStore, sealKey, sha256Hex, type Arti
 import { LITTLE_ENDIAN } from './key-fields.js';
 import { writeAscii } from './ascii.js';
 import { isPlainObject, ownField, rejectUnknownOptions } from '../internal/validate.js';
-import { callerExtra, extraEntry, extraName } from './key-parts.js';
+import { callerExtra, extraEntry, extraName, IDENTITY_DEFAULT_OPTIONS, type KeyIdentityDefaults } from './key-parts.js';
 
 /** The `source.extra` name that holds a chunk's parent digest (64 lowercase hex; `""` for the first chunk). */
 export const CHUNK_PARENT_FIELD = 'waitprep.parent';
@@ -38,7 +38,7 @@ export interface ChunkProfile {
 }
 
 /** What one chain's keys share. Every field but the profile is a WPK1 source or key field as given. */
-export interface ChunkChainOptions {
+export interface ChunkChainOptions extends KeyIdentityDefaults {
   runtime: string;
   model: string;
   /** The string `"none"` when there is no adapter (the default). */
@@ -48,26 +48,9 @@ export interface ChunkChainOptions {
   namespace: string;
   /** Tokens per full chunk: an integer in [1, 2^20]. */
   chunkTokens: number;
-  /** Default `'kv-chunk'`. */
-  snapshotKind?: string;
-  /** Default `'absolute'`. */
-  positionPolicy?: string;
-  /** The caller's own identity fields; names may not start with `waitprep.`. */
-  extra?: Readonly<Record<string, string>>;
-  /** Default 0. */
-  sourcePageGeneration?: number | bigint;
-  /** Default `'none'`. */
-  codec?: string;
-  /** Default `'none'`. */
-  codecConfig?: string;
-  /** Default 1. */
-  representationVersion?: number | bigint;
 }
 
-const OPTIONS = new Set([
-  'runtime', 'model', 'adapter', 'profile', 'task', 'namespace', 'chunkTokens', 'snapshotKind', 'positionPolicy',
-  'extra', 'sourcePageGeneration', 'codec', 'codecConfig', 'representationVersion',
-]);
+const OPTIONS = new Set(['runtime', 'model', 'adapter', 'profile', 'task', 'namespace', 'chunkTokens', ...IDENTITY_DEFAULT_OPTIONS]);
 const PROFILE_OPTIONS = new Set(['dtype', 'layout', 'tpDegree', 'rank']);
 /** A profile word: no `,` or `=`, so the profile string has exactly one reading. */
 const PROFILE_WORD = /^[A-Za-z0-9_.:+\-/]{1,64}$/;

@@ -15,7 +15,7 @@ import { WaitprepError, invalidArgument } from '../errors.js';
 import { writeAscii } from './ascii.js';
 import { isPlainObject, ownField, rejectUnknownOptions } from '../internal/validate.js';
 import { chunkProfile, type ChunkProfile } from './chunk-keys.js';
-import { callerExtra, extraEntry, extraName } from './key-parts.js';
+import { callerExtra, extraEntry, extraName, IDENTITY_DEFAULT_OPTIONS, type KeyIdentityDefaults } from './key-parts.js';
 import { artifactKey, encodeArtifactKey, keyStore, sealKey, type ArtifactKey, type ArtifactKeyFields } from './key.js';
 
 /** The engines whose storage keys an {@link EngineKeys} turns into digests. */
@@ -33,7 +33,7 @@ export const ENGINE_KEY_TOKENS: readonly number[] = Object.freeze([0]);
 const ENGINES = new Set<string>(['vllm', 'sglang', 'lmcache']);
 
 /** What one keyer's keys share: a chunk chain's options without `chunkTokens`, and the rank rule. */
-export interface EngineKeyOptions {
+export interface EngineKeyOptions extends KeyIdentityDefaults {
   runtime: string;
   model: string;
   /** The string `"none"` when there is no adapter (the default). */
@@ -47,26 +47,9 @@ export interface EngineKeyOptions {
    * computes the same digest and finds the one copy. Default false.
    */
   sharedAcrossRanks?: boolean;
-  /** Default `'kv-chunk'`. */
-  snapshotKind?: string;
-  /** Default `'absolute'`. */
-  positionPolicy?: string;
-  /** The caller's own identity fields; names may not start with `waitprep.`. */
-  extra?: Readonly<Record<string, string>>;
-  /** Default 0. */
-  sourcePageGeneration?: number | bigint;
-  /** Default `'none'`. */
-  codec?: string;
-  /** Default `'none'`. */
-  codecConfig?: string;
-  /** Default 1. */
-  representationVersion?: number | bigint;
 }
 
-const OPTIONS = new Set([
-  'runtime', 'model', 'adapter', 'profile', 'task', 'namespace', 'sharedAcrossRanks', 'snapshotKind', 'positionPolicy',
-  'extra', 'sourcePageGeneration', 'codec', 'codecConfig', 'representationVersion',
-]);
+const OPTIONS = new Set(['runtime', 'model', 'adapter', 'profile', 'task', 'namespace', 'sharedAcrossRanks', ...IDENTITY_DEFAULT_OPTIONS]);
 const DECIMAL = /^-?(0|[1-9][0-9]*)$/;
 const U32_MAX = 0xffff_ffff;
 

@@ -6,6 +6,27 @@
 import { invalidArgument } from '../errors.js';
 import { isPlainObject } from '../internal/validate.js';
 
+/** The identity fields with defaults that ChunkChain's and EngineKeys' options share. */
+export interface KeyIdentityDefaults {
+  /** Default `'kv-chunk'`. */
+  snapshotKind?: string;
+  /** Default `'absolute'`. */
+  positionPolicy?: string;
+  /** The caller's own identity fields; names may not start with `waitprep.`. */
+  extra?: Readonly<Record<string, string>>;
+  /** Default 0. */
+  sourcePageGeneration?: number | bigint;
+  /** Default `'none'`. */
+  codec?: string;
+  /** Default `'none'`. */
+  codecConfig?: string;
+  /** Default 1. */
+  representationVersion?: number | bigint;
+}
+
+/** Their option names, for the keyers' unknown-option checks. */
+export const IDENTITY_DEFAULT_OPTIONS = ['snapshotKind', 'positionPolicy', 'extra', 'sourcePageGeneration', 'codec', 'codecConfig', 'representationVersion'] as const;
+
 /** The package's own `extra` names start with this; a caller's may not. */
 export const RESERVED_EXTRA_PREFIX = 'waitprep.';
 
