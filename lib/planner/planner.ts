@@ -742,24 +742,25 @@ export class PausePlanner<Ticket = unknown> {
     return e;
   }
 
-  /** Only `p.hazard`, at `age` (what a kept pause's priority needs). */
-  #hazardOf(p: Pause, age: number): void {
-    const stats = this.#stats;
-    const alive = stats.survival(p.cls, age > 0 ? age : 0);
-    p.hazard = alive > 1e-12 ? 1 - Math.min(1, stats.survival(p.cls, (age > 0 ? age : 0) + this.#horizon) / alive) : 0;
-  }
-
-  #score(p: Pause, given: number): void {
+  /** Only `p.hazard`, at `age` (what a kept pause's priority needs); returns P(it lasts to its age). */
+  #hazardOf(p: Pause, given: number): number {
     // A clock that went back (or a bad one) counts as age 0.
     const age = given > 0 ? given : 0;
-    // stats.hazard and stats.remainingAtLeast, sharing P(it lasts to its age).
+    const alive = this.#stats.survival(p.cls, age);
+    p.hazard = alive > 1e-12 ? 1 - Math.min(1, this.#stats.survival(p.cls, age + this.#horizon) / alive) : 0;
+    return alive;
+  }
+
+  /** `p.hazard`, and what preparing it is ranked by: `p.eligible` and `p.score`. */
+  #score(p: Pause, given: number): void {
+    const age = given > 0 ? given : 0;
     const stats = this.#stats;
-    const alive = stats.survival(p.cls, age);
+    // P(it lasts to its age), shared by every conditional below.
+    const alive = this.#hazardOf(p, age);
     const known = alive > 1e-12;
     const horizon = this.#horizon;
-    const ending = known ? Math.min(1, stats.survival(p.cls, age + horizon) / alive) : 1;
+    const ending = 1 - p.hazard;
     const outlasts = known ? Math.min(1, stats.survival(p.cls, age + p.unitSeconds) / alive) : 1;
-    p.hazard = 1 - ending;
     p.eligible = outlasts >= this.#threshold;
     // Its hit density: P(it ends within the horizon, but not before its unit could be done) over
     // how long it would hold its room meanwhile (plus HOLD_SCALE_SECONDS).
