@@ -12,10 +12,10 @@
 // against a second path through the generic encoder: artifactKey() over the fields the spec gives
 // for that chunk (its tokens only, the parent's hex in extra), and every multi-turn vector against
 // the same tokens in one turn, so a regenerated file cannot drift from the spec.
-import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ChunkChain, CHUNK_PARENT_FIELD, MANIFEST_FIELD, WaitprepError, artifactKey, chunkProfile, encodeManifest } from 'waitprep';
+import { fromJson, identityFields, writeOrCheck } from './key-vector-parts.js';
+import { ChunkChain, CHUNK_PARENT_FIELD, MANIFEST_FIELD, WaitprepError, artifactKey, encodeManifest } from 'waitprep';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const outPath = join(root, 'test', 'vectors', 'chunk-keys.json');
@@ -98,37 +98,12 @@ const invalid = [
   ['token-above-uint32', base, [[4294967296]], 'ERR_INVALID_KEY', 'tokens[0]', 'tokens[0]'],
 ];
 
-/** JSON options -> ChunkChain options (a decimal-string u64 is a bigint). */
-function fromJson(options) {
-  const out = { ...options };
-  for (const name of ['sourcePageGeneration', 'representationVersion']) {
-    if (typeof out[name] === 'string') out[name] = BigInt(out[name]);
-  }
-  return out;
-}
 
 /** The spec's fields of one chunk, built without ChunkChain: the second path the vectors are checked against. */
 function specFields(options, tokens, parentHex, manifestCount) {
   const extra = { ...(options.extra ?? {}), [CHUNK_PARENT_FIELD]: parentHex };
   if (manifestCount !== undefined) extra[MANIFEST_FIELD] = String(manifestCount);
-  return {
-    source: {
-      snapshotKind: options.snapshotKind ?? 'kv-chunk',
-      runtime: options.runtime,
-      model: options.model,
-      adapter: options.adapter ?? 'none',
-      profile: chunkProfile(options.profile),
-      positionPolicy: options.positionPolicy ?? 'absolute',
-      task: options.task,
-      namespace: options.namespace,
-      tokenLayout: tokens,
-      extra,
-    },
-    sourcePageGeneration: options.sourcePageGeneration ?? 0,
-    codec: options.codec ?? 'none',
-    codecConfig: options.codecConfig ?? 'none',
-    representationVersion: options.representationVersion ?? 1,
-  };
+  return identityFields(options, { profile: options.profile, tokenLayout: tokens, extra });
 }
 
 function fail(message) {
@@ -214,19 +189,4 @@ for (const [split, whole] of [
 }
 
 const text = JSON.stringify({ about: ABOUT, encoding: 'WPK1', vectors, invalid: invalid.map(invalidOf) }, null, 1) + '\n';
-if (process.argv.includes('--check')) {
-  let current = '';
-  try {
-    current = readFileSync(outPath, 'utf8');
-  } catch {
-    // missing counts as stale
-  }
-  if (current !== text) {
-    console.error(`${outPath} is out of date: run node scripts/gen-chunk-key-vectors.js`);
-    process.exit(1);
-  }
-  console.log(`${outPath} is up to date (${vectors.length} vectors, ${invalid.length} invalid)`);
-} else {
-  writeFileSync(outPath, text);
-  console.log(`wrote ${outPath}: ${vectors.length} vectors, ${invalid.length} invalid`);
-}
+writeOrCheck(outPath, text, { regenerate: '`npx tsc -p . && node scripts/gen-chunk-key-vectors.js`', summary: `${vectors.length} vectors, ${invalid.length} invalid` });

@@ -13,10 +13,10 @@
 // vectors exist to show are asserted: a field that differs gives another digest, and every rank
 // of a deployment whose ranks share their bytes gives the same one.
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ENGINE_FIELD, ENGINE_HASH_FIELD, EngineKeys, KV_GROUP_FIELD, WaitprepError, artifactKey, chunkProfile } from 'waitprep';
+import { fromJson, identityFields, writeOrCheck } from './key-vector-parts.js';
+import { ENGINE_FIELD, ENGINE_HASH_FIELD, EngineKeys, KV_GROUP_FIELD, WaitprepError, artifactKey } from 'waitprep';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const outPath = join(root, 'test', 'vectors', 'engine-keys.json');
@@ -122,14 +122,6 @@ const invalid = [
   ['task-empty', 'vllm', { ...base, task: '' }, { offloadKeyHex: offloadKeyHex(block0, 0) }, 'ERR_INVALID_KEY', 'source.task', 'source.task'],
 ];
 
-/** JSON options -> EngineKeys options (a decimal-string u64 is a bigint). */
-function fromJson(options) {
-  const out = { ...options };
-  for (const name of ['sourcePageGeneration', 'representationVersion']) {
-    if (typeof out[name] === 'string') out[name] = BigInt(out[name]);
-  }
-  return out;
-}
 
 /** The storage key a vector names, as EngineKeys.key() takes it. */
 function engineKeyOf(engineKey) {
@@ -149,24 +141,7 @@ function specFields(engine, options, engineKey) {
     extra[ENGINE_HASH_FIELD] = engine === 'sglang' ? engineKey.pageKey : engineKey.chunkHash;
   }
   const profile = options.sharedAcrossRanks ? { ...options.profile, tpDegree: 1, rank: 0 } : options.profile;
-  return {
-    source: {
-      snapshotKind: options.snapshotKind ?? 'kv-chunk',
-      runtime: options.runtime,
-      model: options.model,
-      adapter: options.adapter ?? 'none',
-      profile: chunkProfile(profile),
-      positionPolicy: options.positionPolicy ?? 'absolute',
-      task: options.task,
-      namespace: options.namespace,
-      tokenLayout: [0],
-      extra,
-    },
-    sourcePageGeneration: options.sourcePageGeneration ?? 0,
-    codec: options.codec ?? 'none',
-    codecConfig: options.codecConfig ?? 'none',
-    representationVersion: options.representationVersion ?? 1,
-  };
+  return identityFields(options, { profile, tokenLayout: [0], extra });
 }
 
 function fail(message) {
@@ -199,19 +174,4 @@ for (const [a, b] of differ) if (byName.get(a) === byName.get(b)) fail(`${a} and
 for (const [a, b] of equal) if (byName.get(a) !== byName.get(b)) fail(`${a} and ${b} differ`);
 const text = `${JSON.stringify({ about: ABOUT, encoding: 'WPK1', vectors, invalid: invalid.map(invalidOf) }, null, 2)}\n`;
 
-if (process.argv.includes('--check')) {
-  let current = '';
-  try {
-    current = readFileSync(outPath, 'utf8');
-  } catch {
-    // missing: stale
-  }
-  if (current !== text) {
-    console.error('test/vectors/engine-keys.json is stale: run `npx tsc -p . && node scripts/gen-engine-key-vectors.js`');
-    process.exit(1);
-  }
-  console.log('test/vectors/engine-keys.json is up to date');
-} else {
-  writeFileSync(outPath, text);
-  console.log(`wrote ${vectors.length} vectors and ${invalid.length} invalid cases to test/vectors/engine-keys.json`);
-}
+writeOrCheck(outPath, text, { regenerate: '`npx tsc -p . && node scripts/gen-engine-key-vectors.js`', summary: `${vectors.length} vectors, ${invalid.length} invalid` });
